@@ -1,0 +1,1 @@
+"""Policy documents: the model, the built-in defaults and loading from YAML."""

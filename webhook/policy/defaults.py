@@ -1,0 +1,35 @@
+"""What a policy gets for the fields it leaves out, and the names this product writes."""
+
+from __future__ import annotations
+
+from webhook.policy.model import EnvTemplate, FractionHandling, GovernedResource
+
+API_GROUP = "gpu-admission.example.com"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+POLICY_KIND = "GPUPolicy"
+
+DEFAULT_GOVERNED_RESOURCES = (
+    GovernedResource("nvidia.com/gpu", FractionHandling.DENY),
+    GovernedResource("amd.com/gpu", FractionHandling.DENY),
+    GovernedResource("gpu.intel.com/i915", FractionHandling.DENY),
+    GovernedResource("nvidia.com/mig-*", FractionHandling.DENY),
+)
+
+# The knobs that frameworks read to stay inside a share of GPU memory.
+DEFAULT_SHARE_ENV = (
+    EnvTemplate("XLA_CLIENT_MEM_FRACTION", "{fraction}"),
+    EnvTemplate("XLA_PYTHON_CLIENT_MEM_FRACTION", "{fraction}"),
+    EnvTemplate("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
+    EnvTemplate("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0={mib}M"),
+    EnvTemplate("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "{percent}"),
+)
+
+ENV_PLACEHOLDERS = ("fraction", "percent", "amount", "unit", "mib", "bytes", "model")
+
+# Annotations this product writes on the pods (and pod templates) it rewrites.
+POLICY_ANNOTATION = f"{API_GROUP}/policy"
+REWRITTEN_ANNOTATION = f"{API_GROUP}/rewritten"
+
+# The pod annotations that KAI Scheduler and Run:ai users already write for a fraction.
+FRACTION_ANNOTATION = "gpu-fraction"
+FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"

@@ -1,0 +1,328 @@
+"""Loading policies from a directory: YAML, then the JSON Schema, then the checks a schema
+cannot express. Every problem names the file, the line and the field; nothing half-loaded
+is ever returned."""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Iterator, Mapping
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import jsonschema
+
+from webhook.k8s_names import (
+    extended_resource_problem,
+    is_env_name,
+    is_label_value,
+    qualified_name_problem,
+)
+from webhook.policy.defaults import (
+    DEFAULT_GOVERNED_RESOURCES,
+    DEFAULT_SHARE_ENV,
+    ENV_PLACEHOLDERS,
+)
+from webhook.policy.model import (
+    EnvTemplate,
+    FractionHandling,
+    GovernedResource,
+    GpuModel,
+    Placement,
+    Policy,
+    Sharing,
+)
+from webhook.policy.problems import FieldPath, PolicyLoadError, PolicyProblem
+from webhook.policy.yaml_documents import DocumentError, SourceDocument, read_documents
+
+SCHEMA_FILE = Path(__file__).with_name("gpupolicy-v1alpha1.schema.json")
+POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@cache
+def policy_schema() -> Mapping[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+@cache
+def _schema_validator() -> jsonschema.protocols.Validator:
+    schema = policy_schema()
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    return validator_class(schema)
+
+
+def policy_files(directory: Path) -> list[Path]:
+    """The policy files of a directory, in name order. Hidden entries are skipped, which also
+    skips the `..data` folders of a mounted ConfigMap (its visible names are links into it)."""
+    return sorted(
+        path
+        for path in directory.iterdir()
+        if not path.name.startswith(".") and path.suffix in POLICY_FILE_SUFFIXES and path.is_file()
+    )
+
+
+def load_policy_directory(directory: Path) -> tuple[Policy, ...]:
+    """Every policy in `directory`, or PolicyLoadError with every problem found."""
+    if not directory.is_dir():
+        raise PolicyLoadError(
+            [PolicyProblem(str(directory), None, "(directory)", "not a directory")]
+        )
+    problems: list[PolicyProblem] = []
+    policies: list[Policy] = []
+    for path in policy_files(directory):
+        try:
+            policies.extend(load_policy_file(path))
+        except PolicyLoadError as error:
+            problems.extend(error.problems)
+    if not policies and not problems:
+        problems.append(
+            PolicyProblem(str(directory), None, "(directory)", "holds no policy documents")
+        )
+    problems.extend(_duplicate_names(policies))
+    if problems:
+        raise PolicyLoadError(problems)
+    return tuple(policies)
+
+
+def load_policy_file(path: Path) -> list[Policy]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise PolicyLoadError([PolicyProblem(str(path), None, "(file)", str(error))]) from None
+    try:
+        documents = read_documents(text, str(path))
+    except DocumentError as error:
+        raise PolicyLoadError([error.problem]) from None
+    policies: list[Policy] = []
+    problems: list[PolicyProblem] = []
+    for document in documents:
+        try:
+            policies.append(policy_from_document(document))
+        except PolicyLoadError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise PolicyLoadError(problems)
+    return policies
+
+
+def policy_from_document(document: SourceDocument) -> Policy:
+    schema_problems = list(_schema_problems(document))
+    if schema_problems:
+        raise PolicyLoadError(schema_problems)
+    builder = _PolicyBuilder(document)
+    policy = builder.build()
+    if builder.problems:
+        raise PolicyLoadError(builder.problems)
+    return policy
+
+
+def _schema_problems(document: SourceDocument) -> Iterator[PolicyProblem]:
+    errors = sorted(_schema_validator().iter_errors(document.content), key=lambda e: e.path)
+    for error in errors:
+        path: FieldPath = tuple(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = set(error.schema.get("properties", {}))
+            for key in sorted(set(error.instance) - allowed, key=str):
+                known = ", ".join(sorted(allowed))
+                yield document.problem((*path, key), f"unknown field (known here: {known})")
+        elif error.validator == "required":
+            yield document.problem(path, error.message)
+        else:
+            yield document.problem(path, _short_schema_message(error))
+
+
+def _short_schema_message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "const":
+        return f"must be {error.validator_value!r}, not {error.instance!r}"
+    if error.validator == "enum":
+        choices = ", ".join(repr(choice) for choice in error.validator_value)
+        return f"{error.instance!r} is not one of {choices}"
+    if error.validator == "type":
+        return f"must be of type {error.validator_value}, not {type(error.instance).__name__}"
+    return error.message
+
+
+def _duplicate_names(policies: list[Policy]) -> Iterator[PolicyProblem]:
+    first_source: dict[str, str] = {}
+    for policy in policies:
+        if policy.name in first_source:
+            yield PolicyProblem(
+                policy.source,
+                None,
+                "metadata.name",
+                f"policy {policy.name!r} is already defined in {first_source[policy.name]}",
+            )
+        else:
+            first_source[policy.name] = policy.source
+
+
+class _PolicyBuilder:
+    """Turns a schema-valid document into a Policy, collecting the semantic problems."""
+
+    def __init__(self, document: SourceDocument) -> None:
+        self.document = document
+        self.problems: list[PolicyProblem] = []
+
+    def report(self, path: FieldPath, message: str) -> None:
+        self.problems.append(self.document.problem(path, message))
+
+    def build(self) -> Policy:
+        content: dict[str, Any] = self.document.content  # type: ignore[assignment]
+        spec = content["spec"]
+        resources = self._resources(spec)
+        sharing = self._sharing(spec["sharing"], resources) if "sharing" in spec else None
+        if sharing is None:
+            for index, resource in enumerate(resources):
+                if resource.fractions is FractionHandling.REWRITE:
+                    self.report(
+                        ("spec", "gpuResources", index, "fractions"),
+                        "Rewrite needs spec.sharing (the VRAM resource and the GPU models)",
+                    )
+        return Policy(
+            name=content["metadata"]["name"],
+            resources=resources,
+            sharing=sharing,
+            whole_gpu=self._placement(spec.get("wholeGPU", {}), ("spec", "wholeGPU")),
+            source=self.document.file,
+        )
+
+    def _resources(self, spec: Mapping[str, Any]) -> tuple[GovernedResource, ...]:
+        if "gpuResources" not in spec:
+            return DEFAULT_GOVERNED_RESOURCES
+        resources: list[GovernedResource] = []
+        seen: set[str] = set()
+        for index, entry in enumerate(spec["gpuResources"]):
+            path = ("spec", "gpuResources", index)
+            name: str = entry["name"]
+            fractions = FractionHandling(entry.get("fractions", "Deny"))
+            checked_name = name[:-1] + "x" if name.endswith("*") else name
+            problem = extended_resource_problem(checked_name)
+            if "*" in name[:-1]:
+                problem = "only a trailing * is allowed (nvidia.com/mig-*)"
+            if problem:
+                self.report((*path, "name"), problem)
+            if name in seen:
+                self.report((*path, "name"), f"{name!r} is listed twice")
+            seen.add(name)
+            if fractions is FractionHandling.REWRITE and name.endswith("*"):
+                self.report(
+                    (*path, "fractions"),
+                    "a resource family cannot be shared by memory: name one resource",
+                )
+            resources.append(GovernedResource(name, fractions))
+        return tuple(resources)
+
+    def _sharing(
+        self, block: Mapping[str, Any], resources: tuple[GovernedResource, ...]
+    ) -> Sharing:
+        base = ("spec", "sharing")
+        vram_resource: str = block["vramResource"]
+        problem = extended_resource_problem(vram_resource)
+        if problem:
+            self.report((*base, "vramResource"), problem)
+        elif any(resource.matches(vram_resource) for resource in resources):
+            self.report(
+                (*base, "vramResource"),
+                "the VRAM resource cannot also be one of spec.gpuResources",
+            )
+        model_label: str = block.get("modelLabel", "nvidia.com/gpu.product")
+        problem = qualified_name_problem(model_label)
+        if problem:
+            self.report((*base, "modelLabel"), problem)
+        models = self._models(block["models"], base)
+        default_model = block.get("defaultModel")
+        if default_model is not None and default_model not in models:
+            known = ", ".join(models)
+            self.report((*base, "defaultModel"), f"{default_model!r} is not in models ({known})")
+        placement = self._placement(block.get("placement", {}), (*base, "placement"))
+        if model_label in placement.node_selector:
+            self.report(
+                (*base, "placement", "nodeSelector", model_label),
+                "the model label is set from the pod's model; leave it out here",
+            )
+        env = self._env(block["env"], base) if "env" in block else DEFAULT_SHARE_ENV
+        return Sharing(
+            vram_resource=vram_resource,
+            models=MappingProxyType(models),
+            unit=block.get("unit", "MiB"),
+            model_label=model_label,
+            default_model=default_model,
+            single_model_pool=block.get("singleModelPool", False),
+            placement=placement,
+            env=env,
+        )
+
+    def _models(self, entries: list[Mapping[str, Any]], base: FieldPath) -> dict[str, GpuModel]:
+        models: dict[str, GpuModel] = {}
+        for index, entry in enumerate(entries):
+            path = (*base, "models", index, "product")
+            product: str = entry["product"]
+            if not is_label_value(product):
+                self.report(path, f"{product!r} is not a valid label value")
+            if product in models:
+                self.report(path, f"{product!r} is listed twice")
+            models[product] = GpuModel(product, entry["memoryMiB"])
+        return models
+
+    def _env(self, entries: list[Mapping[str, Any]], base: FieldPath) -> tuple[EnvTemplate, ...]:
+        templates: list[EnvTemplate] = []
+        seen: set[str] = set()
+        for index, entry in enumerate(entries):
+            path = (*base, "env", index)
+            name: str = entry["name"]
+            if not is_env_name(name):
+                self.report((*path, "name"), f"{name!r} is not a valid environment variable name")
+            if name in seen:
+                self.report((*path, "name"), f"{name!r} is listed twice")
+            seen.add(name)
+            problem = env_template_problem(entry["value"])
+            if problem:
+                self.report((*path, "value"), problem)
+            templates.append(EnvTemplate(name, entry["value"], entry.get("enforce", False)))
+        return tuple(templates)
+
+    def _placement(self, block: Mapping[str, Any], base: FieldPath) -> Placement:
+        node_selector: dict[str, str] = dict(block.get("nodeSelector", {}))
+        for key, value in node_selector.items():
+            problem = qualified_name_problem(key)
+            if problem:
+                self.report((*base, "nodeSelector", key), problem)
+            if not is_label_value(value):
+                self.report((*base, "nodeSelector", key), f"{value!r} is not a valid label value")
+        tolerations = tuple(block.get("tolerations", ()))
+        for index, toleration in enumerate(tolerations):
+            problem = toleration_problem(toleration)
+            if problem:
+                self.report((*base, "tolerations", index), problem)
+        return Placement(
+            resource_tolerations=block.get("resourceTolerations", True),
+            tolerations=tuple(MappingProxyType(dict(t)) for t in tolerations),
+            node_selector=MappingProxyType(node_selector),
+        )
+
+
+def env_template_problem(template: str) -> str | None:
+    """Why `template` is not a valid env value template, or None."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as error:
+        return f"bad template: {error} (write {{{{ and }}}} for literal braces)"
+    known = ", ".join(f"{{{name}}}" for name in ENV_PLACEHOLDERS)
+    for _, name, spec, conversion in parsed:
+        if name is not None and (name not in ENV_PLACEHOLDERS or spec or conversion):
+            return f"unknown placeholder {{{name}}} (known: {known})"
+    return None
+
+
+def toleration_problem(toleration: Mapping[str, Any]) -> str | None:
+    operator = toleration.get("operator", "Equal")
+    if operator == "Exists" and toleration.get("value"):
+        return "a toleration with operator Exists must not have a value"
+    if not toleration.get("key") and operator != "Exists":
+        return "a toleration without a key must use operator Exists"
+    if "tolerationSeconds" in toleration and toleration.get("effect") != "NoExecute":
+        return "tolerationSeconds only applies to effect NoExecute"
+    return None

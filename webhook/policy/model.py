@@ -1,0 +1,106 @@
+"""The policy model: frozen, validated values that the admission engine reads.
+
+A `Policy` is built only by the loader (or by tests) from a document that passed the schema and
+the semantic checks, so the engine can trust every field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Literal
+
+MemoryUnit = Literal["MiB", "GiB"]
+MIB_PER_UNIT: Mapping[str, int] = MappingProxyType({"MiB": 1, "GiB": 1024})
+
+Toleration = Mapping[str, object]
+
+
+class FractionHandling(Enum):
+    REWRITE = "Rewrite"
+    DENY = "Deny"
+
+
+@dataclass(frozen=True)
+class GovernedResource:
+    """A GPU resource name, or a family of them when it ends with `*`."""
+
+    name: str
+    fractions: FractionHandling = FractionHandling.DENY
+
+    @property
+    def is_family(self) -> bool:
+        return self.name.endswith("*")
+
+    def matches(self, resource_name: str) -> bool:
+        if self.is_family:
+            return resource_name.startswith(self.name[:-1])
+        return resource_name == self.name
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """A GPU model as GPU feature discovery labels it: product name and memory in MiB."""
+
+    product: str
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class EnvTemplate:
+    name: str
+    value: str
+    enforce: bool = False
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Tolerations and node selector entries given to one class of GPU pods."""
+
+    resource_tolerations: bool = True
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """How a fraction of a GPU becomes an amount of the VRAM extended resource."""
+
+    vram_resource: str
+    models: Mapping[str, GpuModel]
+    unit: MemoryUnit = "MiB"
+    model_label: str = "nvidia.com/gpu.product"
+    default_model: str | None = None
+    single_model_pool: bool = False
+    placement: Placement = Placement()
+    env: tuple[EnvTemplate, ...] = ()
+
+    @property
+    def mib_per_unit(self) -> int:
+        return MIB_PER_UNIT[self.unit]
+
+    def units_for(self, fraction: Fraction, model: GpuModel) -> int:
+        """Whole units of VRAM for `fraction` of `model`, rounded down so that n pods that
+        each ask for 1/n of a card fit on it."""
+        return int(fraction * model.memory_mib // self.mib_per_unit)
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    resources: tuple[GovernedResource, ...]
+    sharing: Sharing | None = None
+    whole_gpu: Placement = Placement()
+    source: str = "<built-in>"
+
+    def governing(self, resource_name: str) -> GovernedResource | None:
+        for resource in self.resources:
+            if resource.matches(resource_name):
+                return resource
+        return None
+
+    def is_vram(self, resource_name: str) -> bool:
+        return self.sharing is not None and resource_name == self.sharing.vram_resource

@@ -1,0 +1,39 @@
+"""Problems found in policy files, each naming the file, the line and the field."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+FieldPath = tuple[str | int, ...]
+
+
+def format_field(path: FieldPath) -> str:
+    """`("spec", "gpuResources", 1, "name")` as `spec.gpuResources[1].name`."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text or "(document)"
+
+
+@dataclass(frozen=True)
+class PolicyProblem:
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}"
+
+
+class PolicyLoadError(Exception):
+    """A policy set that did not load; it carries every problem found, not only the first."""
+
+    def __init__(self, problems: Sequence[PolicyProblem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(problem) for problem in self.problems))

@@ -1,0 +1,91 @@
+"""YAML documents with the line of every field, so that errors can point at it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from webhook.policy.problems import FieldPath, PolicyProblem, format_field
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    file: str
+    content: object
+    lines: dict[FieldPath, int]
+
+    def line_of(self, path: FieldPath) -> int | None:
+        """The line of `path`, or of its nearest ancestor that has one."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(path[:end])
+            if line is not None:
+                return line
+        return None
+
+    def problem(self, path: FieldPath, message: str) -> PolicyProblem:
+        return PolicyProblem(self.file, self.line_of(path), format_field(path), message)
+
+
+class _DocumentLoader(yaml.SafeLoader):
+    pass
+
+
+def read_documents(text: str, file: str) -> list[SourceDocument]:
+    """Every non-empty document of a YAML stream.
+
+    Raises `DocumentError` for a syntax error or a key that appears twice in one mapping (which
+    a plain YAML load would silently resolve to the last value).
+    """
+    loader = _DocumentLoader(text)
+    documents: list[SourceDocument] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            lines: dict[FieldPath, int] = {}
+            _index_lines(node, (), lines, file)
+            content = loader.construct_document(node)
+            if content is not None:
+                documents.append(SourceDocument(file, content, lines))
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark else None
+        raise DocumentError(PolicyProblem(file, line, "(yaml)", _describe(error))) from None
+    finally:
+        loader.dispose()
+    return documents
+
+
+class DocumentError(ValueError):
+    def __init__(self, problem: PolicyProblem) -> None:
+        self.problem = problem
+        super().__init__(str(problem))
+
+
+def _describe(error: yaml.MarkedYAMLError) -> str:
+    parts = [part for part in (error.context, error.problem) if part]
+    return "invalid YAML: " + ", ".join(parts)
+
+
+def _index_lines(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], file: str) -> None:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: set[object] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                raise DocumentError(
+                    PolicyProblem(
+                        file,
+                        key_node.start_mark.line + 1,
+                        format_field((*path, key)),
+                        "this key appears twice in the same mapping",
+                    )
+                )
+            seen.add(key)
+            _index_lines(value_node, (*path, key), lines, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _index_lines(item, (*path, index), lines, file)

@@ -1,0 +1,77 @@
+"""Kubernetes resource quantities as exact fractions.
+
+The kube-apiserver serialises `0.25` as `250m`; both, and the YAML number 0.25, must mean the
+same amount. Floats never enter the arithmetic: a quantity becomes a `Fraction`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+_BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIXES = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+# The grammar of k8s.io/apimachinery resource.Quantity: a signed decimal number, then a
+# binary suffix, a decimal suffix or a decimal exponent ("1e3", "1E-2"). An exponent is
+# tried before the bare "E" (exa) suffix.
+_QUANTITY = re.compile(
+    r"(?P<sign>[+-]?)(?P<number>\d+(?:\.\d*)?|\.\d+)"
+    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)"
+)
+_MAX_EXPONENT = 30
+
+
+class QuantityError(ValueError):
+    """A value that is not a Kubernetes quantity."""
+
+
+def parse_quantity(value: object) -> Fraction:
+    """The exact amount a quantity denotes.
+
+    Accepts the string forms the API uses and, for manifests written by hand, JSON or YAML
+    numbers. Booleans, NaN and infinities are not quantities.
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is a boolean, not a quantity")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{value!r} is not a finite number")
+        return Fraction(repr(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"a quantity is a string or a number, not {type(value).__name__}")
+    match = _QUANTITY.fullmatch(value.strip())
+    if match is None:
+        raise QuantityError(f"{value!r} is not a quantity (examples: 1, 0.5, 500m, 16Gi)")
+    amount = Fraction(match["number"])
+    if match["exponent"]:
+        exponent = int(match["exponent"][1:])
+        if abs(exponent) > _MAX_EXPONENT:
+            raise QuantityError(f"{value!r} has an exponent out of range")
+        amount *= Fraction(10) ** exponent
+    else:
+        suffix = match["suffix"] or ""
+        amount *= _BINARY_SUFFIXES.get(suffix) or _DECIMAL_SUFFIXES[suffix]
+    return -amount if match["sign"] == "-" else amount
+
+
+def format_decimal(amount: Fraction, places: int) -> str:
+    """`amount` rounded down to `places` decimals, without trailing zeros ("0.25", "1")."""
+    scaled = math.floor(amount * 10**places)
+    whole, part = divmod(scaled, 10**places)
+    if part == 0:
+        return str(whole)
+    return f"{whole}.{part:0{places}d}".rstrip("0")
