@@ -1,0 +1,1 @@
+"""The admission engine: pure functions from an object and a policy to a verdict."""

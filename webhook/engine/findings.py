@@ -1,0 +1,45 @@
+"""What the engine finds in a pod: rule violations, and shares of GPU memory to give."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from webhook.engine.pod_spec import Container
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A broken rule: `rule` is a stable identifier, `message` says what to write instead."""
+
+    rule: str
+    message: str
+
+
+ShareSource = Literal["quantity", "annotation", "vram"]
+
+
+@dataclass(frozen=True)
+class ShareIntent:
+    """A container's wish for part of a GPU, in one of the forms users write.
+
+    `quantity`: a fraction of a GPU resource in limits/requests (`nvidia.com/gpu: 250m`);
+    `annotation`: the pod annotation `gpu-fraction`; `vram`: the VRAM resource itself, as a
+    rewritten object (or a user who wrote it directly) carries it.
+    """
+
+    container: Container
+    source: ShareSource
+    resource: str
+    written: str
+    fraction: Fraction | None = None
+    vram_units: int | None = None
+    in_requests: bool = False
+
+
+@dataclass(frozen=True)
+class WholeGpu:
+    container: Container
+    resource: str
+    count: int

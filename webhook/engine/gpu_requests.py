@@ -1,0 +1,228 @@
+"""The GPU request rules, container by container: limits only, requests equal to limits,
+whole numbers, and fractions between 0 and 1 only where the policy shares the resource."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from webhook.engine.findings import ShareIntent, Violation, WholeGpu
+from webhook.engine.pod_spec import Container, PodView
+from webhook.policy.defaults import FRACTION_ANNOTATION, FRACTION_CONTAINER_ANNOTATION
+from webhook.policy.model import FractionHandling, Policy
+from webhook.quantity import QuantityError, parse_quantity
+
+_ABSENT = object()
+
+
+@dataclass
+class GpuRequests:
+    violations: list[Violation] = field(default_factory=list)
+    shares: list[ShareIntent] = field(default_factory=list)
+    whole: list[WholeGpu] = field(default_factory=list)
+
+
+def mentions_gpu(pod: PodView, policy: Policy) -> bool:
+    """Whether the pod asks for anything this policy governs. Most pods don't: they leave here."""
+    if FRACTION_ANNOTATION in pod.annotations:
+        return True
+    for container in pod.containers:
+        for name in (*container.limits, *container.requests):
+            if policy.is_vram(name) or policy.governing(name):
+                return True
+    return False
+
+
+def read_gpu_requests(pod: PodView, policy: Policy) -> GpuRequests:
+    found = GpuRequests()
+    for container in pod.containers:
+        for resource in _gpu_resources_of(container, policy):
+            _check_resource(container, resource, policy, found)
+    _read_fraction_annotation(pod, policy, found)
+    return found
+
+
+def _gpu_resources_of(container: Container, policy: Policy) -> list[str]:
+    names = dict.fromkeys([*container.limits, *container.requests])
+    return [name for name in names if policy.is_vram(name) or policy.governing(name)]
+
+
+def _check_resource(
+    container: Container, resource: str, policy: Policy, found: GpuRequests
+) -> None:
+    where = f"{container.label}: {resource}"
+    limit_value = container.limits.get(resource, _ABSENT)
+    request_value = container.requests.get(resource, _ABSENT)
+    if limit_value is _ABSENT:
+        found.violations.append(
+            Violation(
+                "limits-required",
+                f'{where} is in requests ("{request_value}") but not in limits: GPU resources are '
+                f"given under limits; move it to resources.limits",
+            )
+        )
+        return
+    limit = _parse(where, "limits", limit_value, found)
+    if limit is None:
+        return
+    if request_value is not _ABSENT:
+        request = _parse(where, "requests", request_value, found)
+        if request is None:
+            return
+        if request != limit:
+            found.violations.append(
+                Violation(
+                    "requests-equal-limits",
+                    f'{where} requests "{request_value}" differ from limits "{limit_value}": for '
+                    f'GPU resources requests must equal limits; write "{limit_value}" in both, '
+                    "or leave requests out",
+                )
+            )
+            return
+    if limit < 0:
+        found.violations.append(
+            Violation(
+                "not-negative",
+                f'{where} "{limit_value}" is negative: ask for a whole number of GPUs'
+                + (", or a fraction between 0 and 1" if _shares(resource, policy) else ""),
+            )
+        )
+        return
+    in_requests = request_value is not _ABSENT
+    if policy.is_vram(resource):
+        _check_vram(container, resource, limit_value, limit, in_requests, found)
+    elif limit.denominator == 1:
+        if limit > 0:
+            found.whole.append(WholeGpu(container, resource, int(limit)))
+    elif limit > 1:
+        found.violations.append(
+            Violation(
+                "whole-number",
+                f'{where} "{limit_value}" is not a whole number: a share above one GPU cannot be '
+                f"given; ask for {int(limit)} or {int(limit) + 1}",
+            )
+        )
+    elif _shares(resource, policy):
+        found.shares.append(
+            ShareIntent(container, "quantity", resource, str(limit_value), limit, None, in_requests)
+        )
+    else:
+        found.violations.append(_fraction_denied(where, str(limit_value), resource, policy))
+
+
+def _check_vram(
+    container: Container,
+    resource: str,
+    written: object,
+    amount: Fraction,
+    in_requests: bool,
+    found: GpuRequests,
+) -> None:
+    if amount.denominator != 1:
+        found.violations.append(
+            Violation(
+                "whole-number",
+                f'{container.label}: {resource} "{written}" is not a whole number: ask for a '
+                f"whole number of units, or for a fraction of a GPU and let the webhook size it",
+            )
+        )
+    elif amount > 0:
+        found.shares.append(
+            ShareIntent(container, "vram", resource, str(written), None, int(amount), in_requests)
+        )
+
+
+def _parse(where: str, field_name: str, value: object, found: GpuRequests) -> Fraction | None:
+    try:
+        return parse_quantity(value)
+    except QuantityError as error:
+        found.violations.append(Violation("malformed-quantity", f"{where} {field_name}: {error}"))
+        return None
+
+
+def _shares(resource: str, policy: Policy) -> bool:
+    governed = policy.governing(resource)
+    return (
+        policy.sharing is not None
+        and governed is not None
+        and governed.fractions is FractionHandling.REWRITE
+    )
+
+
+def _fraction_denied(where: str, written: str, resource: str, policy: Policy) -> Violation:
+    return Violation(
+        "fraction-denied",
+        f'{where} "{written}" is a fraction of a GPU, and policy "{policy.name}" does not share '
+        f"{resource}: ask for 1 whole GPU",
+    )
+
+
+def _read_fraction_annotation(pod: PodView, policy: Policy, found: GpuRequests) -> None:
+    written = pod.annotations.get(FRACTION_ANNOTATION)
+    if written is None:
+        return
+    where = f"annotation {FRACTION_ANNOTATION}"
+    try:
+        fraction = parse_quantity(written) if isinstance(written, str) else None
+    except QuantityError:
+        fraction = None
+    if fraction is None or not 0 < fraction < 1:
+        found.violations.append(
+            Violation(
+                "annotation-fraction",
+                f'{where} "{written}" must be a number between 0 and 1, such as "0.5"; for whole '
+                "GPUs ask for them in resources.limits",
+            )
+        )
+        return
+    container = _annotated_container(pod, found)
+    if container is None:
+        return
+    resource = next(
+        (r.name for r in policy.resources if r.fractions is FractionHandling.REWRITE), None
+    )
+    if resource is None or policy.sharing is None:
+        found.violations.append(
+            Violation(
+                "fraction-denied",
+                f'{where} "{written}" asks for a fraction of a GPU, and policy "{policy.name}" '
+                "shares no GPU resource: ask for 1 whole GPU in resources.limits",
+            )
+        )
+        return
+    if any(w.container is container for w in found.whole) or any(
+        s.container is container and s.source == "quantity" for s in found.shares
+    ):
+        found.violations.append(
+            Violation(
+                "annotation-conflict",
+                f"{where} and resources of {container.label} both ask for GPUs: "
+                "keep one of the two",
+            )
+        )
+        return
+    found.shares.append(ShareIntent(container, "annotation", resource, written, fraction))
+
+
+def _annotated_container(pod: PodView, found: GpuRequests) -> Container | None:
+    name = pod.annotations.get(FRACTION_CONTAINER_ANNOTATION)
+    if name is None:
+        container = pod.first_container()
+        if container is None:
+            found.violations.append(
+                Violation(
+                    "annotation-container", f"{FRACTION_ANNOTATION}: the pod has no container"
+                )
+            )
+        return container
+    container = pod.container_named(name) if isinstance(name, str) else None
+    if container is None:
+        names = ", ".join(c.name for c in pod.containers)
+        found.violations.append(
+            Violation(
+                "annotation-container",
+                f'annotation {FRACTION_CONTAINER_ANNOTATION} names "{name}", which is not a '
+                f"container of this pod ({names})",
+            )
+        )
+    return container

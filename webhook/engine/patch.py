@@ -1,0 +1,99 @@
+"""Changes made to a copy-on-write view of an object, recorded as an RFC 6902 patch.
+
+The engine never deep-copies the object: the first write below a node copies that node and
+its ancestors (shallowly), the original stays untouched, and each write is recorded as it is
+made. Pointers are escaped by `jsonpointer`, the library `jsonpatch` uses.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from jsonpointer import JsonPointer
+
+Part = str | int
+Operation = dict[str, Any]
+
+
+class PatchRecorder:
+    def __init__(self, original: dict[str, Any]) -> None:
+        self.original = original
+        self.document: dict[str, Any] = original
+        self.operations: list[Operation] = []
+        # Nodes this recorder copied and may change in place, by identity.
+        self._owned: set[int] = set()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.operations)
+
+    def set(self, path: Sequence[Part], value: Any) -> None:
+        """Add or replace the member at `path`; nothing is recorded if it already holds `value`."""
+        parent = self._writable(path[:-1])
+        key = path[-1]
+        if isinstance(parent, dict):
+            if key in parent:
+                if parent[key] == value:
+                    return
+                op = "replace"
+            else:
+                op = "add"
+        else:
+            op = "replace"
+        parent[key] = value
+        self._record(op, path, value)
+
+    def append(self, list_path: Sequence[Part], value: Any) -> None:
+        """Append to the list at `list_path`, creating the list if it is absent."""
+        parent = self._writable(list_path[:-1])
+        key = list_path[-1]
+        if key not in parent or parent[key] is None:
+            parent[key] = [value]
+            self._record("add", list_path, [value])
+            return
+        target = self._writable(list_path)
+        target.append(value)
+        self._record("add", (*list_path, "-"), value)
+
+    def put(self, path: Sequence[Part], value: Any) -> None:
+        """Set the member at `path`, creating the mappings above it that are absent."""
+        node: Any = self.document
+        for depth, part in enumerate(path[:-1]):
+            child = node.get(part) if isinstance(node, dict) else node[part]
+            if child is None:
+                nested: Any = value
+                for key in reversed(path[depth + 1 :]):
+                    nested = {key: nested}
+                self.set(path[: depth + 1], nested)
+                return
+            node = child
+        self.set(path, value)
+
+    def remove(self, path: Sequence[Part]) -> None:
+        parent = self._writable(path[:-1])
+        del parent[path[-1]]
+        self._record("remove", path, None)
+
+    def _writable(self, path: Sequence[Part]) -> Any:
+        if id(self.document) not in self._owned:
+            self.document = copy.copy(self.document)
+            self._owned.add(id(self.document))
+        node: Any = self.document
+        for part in path:
+            child = node[part]
+            if id(child) not in self._owned:
+                child = copy.copy(child)
+                node[part] = child
+                self._owned.add(id(child))
+            node = child
+        return node
+
+    def _record(self, op: str, path: Sequence[Part], value: Any) -> None:
+        pointer = JsonPointer.from_parts([str(part) for part in path]).path
+        if op == "remove":
+            self.operations.append({"op": op, "path": pointer})
+        else:
+            # The value is copied so that later writes below it cannot change the recorded op.
+            self.operations.append({"op": op, "path": pointer, "value": copy.deepcopy(value)})

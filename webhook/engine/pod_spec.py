@@ -1,0 +1,155 @@
+"""A checked, read-only view of the parts of a pod spec the engine reads.
+
+Objects arrive as decoded JSON and may hold anything; a field of the wrong type becomes a
+`MalformedObject` that names the field, which the webhook turns into a denial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from webhook.engine.workloads import Path, PodTemplateLocation
+
+ContainerList = Literal["initContainers", "containers"]
+CONTAINER_LISTS: tuple[ContainerList, ...] = ("initContainers", "containers")
+
+
+class MalformedObject(ValueError):
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{format_path(path)}: {problem}")
+
+
+def format_path(path: Path) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+def _mapping(node: Mapping[str, Any], key: str, path: Path) -> Mapping[str, Any]:
+    value = node.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MalformedObject((*path, key), f"must be an object, not {_json_type(value)}")
+    return value
+
+
+def _list(node: Mapping[str, Any], key: str, path: Path) -> list[Any]:
+    value = node.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MalformedObject((*path, key), f"must be a list, not {_json_type(value)}")
+    return value
+
+
+def _json_type(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number"
+    )
+
+
+def _resolve(root: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
+    node: Any = root
+    for index, key in enumerate(path):
+        node = _mapping(node, str(key), path[:index])
+    return node
+
+
+@dataclass(frozen=True)
+class Container:
+    kind: ContainerList
+    index: int
+    name: str
+    path: Path
+    raw: Mapping[str, Any]
+    limits: Mapping[str, Any]
+    requests: Mapping[str, Any]
+
+    @property
+    def label(self) -> str:
+        """How messages name it: `container "serve"`, `init container "warmup"`."""
+        noun = "init container" if self.kind == "initContainers" else "container"
+        return f'{noun} "{self.name}"'
+
+    def env(self) -> list[Any]:
+        return _list(self.raw, "env", self.path)
+
+
+@dataclass(frozen=True)
+class PodView:
+    location: PodTemplateLocation
+    metadata: Mapping[str, Any]
+    annotations: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    containers: tuple[Container, ...]
+
+    @classmethod
+    def read(cls, obj: Mapping[str, Any], location: PodTemplateLocation) -> PodView:
+        metadata = _resolve(obj, location.metadata)
+        annotations = _mapping(metadata, "annotations", location.metadata)
+        spec = _resolve(obj, location.spec)
+        return cls(location, metadata, annotations, spec, _read_containers(spec, location.spec))
+
+    def node_selector(self) -> Mapping[str, Any]:
+        return _mapping(self.spec, "nodeSelector", self.location.spec)
+
+    def tolerations(self) -> list[Any]:
+        return _list(self.spec, "tolerations", self.location.spec)
+
+    def required_node_selector_terms(self) -> list[Any] | None:
+        """The terms of a required node affinity, or None when the pod has none."""
+        path = self.location.spec
+        affinity = _mapping(self.spec, "affinity", path)
+        node_affinity = _mapping(affinity, "nodeAffinity", (*path, "affinity"))
+        required = _mapping(
+            node_affinity,
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            (*path, "affinity", "nodeAffinity"),
+        )
+        if not required:
+            return None
+        return _list(required, "nodeSelectorTerms", (*path, "affinity", "nodeAffinity"))
+
+    def first_container(self) -> Container | None:
+        for container in self.containers:
+            if container.kind == "containers":
+                return container
+        return None
+
+    def container_named(self, name: str) -> Container | None:
+        for container in self.containers:
+            if container.name == name:
+                return container
+        return None
+
+
+def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Container, ...]:
+    containers: list[Container] = []
+    for kind in CONTAINER_LISTS:
+        for index, raw in enumerate(_list(spec, kind, spec_path)):
+            path = (*spec_path, kind, index)
+            if not isinstance(raw, dict):
+                raise MalformedObject(path, f"must be an object, not {_json_type(raw)}")
+            name = raw.get("name")
+            if not isinstance(name, str):
+                raise MalformedObject((*path, "name"), "must be a string")
+            resources = _mapping(raw, "resources", path)
+            resources_path = (*path, "resources")
+            containers.append(
+                Container(
+                    kind=kind,
+                    index=index,
+                    name=name,
+                    path=path,
+                    raw=raw,
+                    limits=_mapping(resources, "limits", resources_path),
+                    requests=_mapping(resources, "requests", resources_path),
+                )
+            )
+    return tuple(containers)

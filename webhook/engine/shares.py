@@ -1,0 +1,69 @@
+"""Sizing a share of a GPU in the policy's VRAM units, and what its container is told."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from webhook.engine.findings import ShareIntent, Violation
+from webhook.policy.model import GpuModel, Sharing
+from webhook.quantity import format_decimal
+
+MIB = 2**20
+_FRACTION_PLACES = 4
+
+
+@dataclass(frozen=True)
+class SizedShare:
+    intent: ShareIntent
+    model: GpuModel
+    units: int
+    mib: int
+
+    @property
+    def fraction_of_card(self) -> Fraction:
+        """The share actually reserved, which rounding may make smaller than the one asked."""
+        return Fraction(self.mib, self.model.memory_mib)
+
+
+def size_share(intent: ShareIntent, model: GpuModel, sharing: Sharing) -> SizedShare | Violation:
+    where = f"{intent.container.label}:"
+    if intent.vram_units is not None:
+        units = intent.vram_units
+        mib = units * sharing.mib_per_unit
+        if mib > model.memory_mib:
+            return Violation(
+                "share-too-large",
+                f"{where} {intent.resource} {intent.written} {sharing.unit} is more than a "
+                f"{model.product} has ({model.memory_mib} MiB)",
+            )
+        return SizedShare(intent, model, units, mib)
+    assert intent.fraction is not None
+    units = sharing.units_for(intent.fraction, model)
+    if units == 0:
+        smallest = Fraction(sharing.mib_per_unit, model.memory_mib)
+        return Violation(
+            "share-too-small",
+            f'{where} "{intent.written}" of a {model.product} ({model.memory_mib} MiB) is less '
+            f"than 1 {sharing.unit} of {sharing.vram_resource}: ask for at least "
+            f"{format_decimal(smallest, 4) if smallest >= Fraction(1, 10**4) else smallest}",
+        )
+    return SizedShare(intent, model, units, units * sharing.mib_per_unit)
+
+
+def placeholder_values(share: SizedShare, sharing: Sharing) -> dict[str, str]:
+    """The values an env template may use, all derived from the reserved amount, so that a
+    second pass over a rewritten pod computes the very same strings."""
+    fraction = share.fraction_of_card
+    fraction_text = format_decimal(fraction, _FRACTION_PLACES)
+    if fraction_text == "0":
+        fraction_text = format_decimal(Fraction(1, 10**_FRACTION_PLACES), _FRACTION_PLACES)
+    return {
+        "fraction": fraction_text,
+        "percent": str(max(1, int(fraction * 100))),
+        "amount": str(share.units),
+        "unit": sharing.unit,
+        "mib": str(share.mib),
+        "bytes": str(share.mib * MIB),
+        "model": share.model.product,
+    }
