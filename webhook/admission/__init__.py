@@ -1,0 +1,1 @@
+"""The AdmissionReview wire format and the decision it carries."""

@@ -1,0 +1,116 @@
+"""AdmissionReview in and out (admission.k8s.io/v1, and v1beta1 answered in kind).
+
+Two kinds of bad input, kept apart: a body that is not an AdmissionReview at all is a
+`ReviewDecodeError` (the route answers HTTP 400); a review with a usable uid but a request
+of the wrong shape is a `MalformedRequest`, answered in-band as a denial.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.admission.verdict import Verdict
+
+SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+
+
+class ReviewDecodeError(ValueError):
+    """The body is not an AdmissionReview we can answer."""
+
+
+class MalformedRequest(ValueError):
+    """The review has a uid, but its request cannot be read."""
+
+
+@dataclass(frozen=True)
+class ReviewEnvelope:
+    api_version: str
+    uid: str
+    request: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    uid: str
+    group: str
+    version: str
+    kind: str
+    operation: str
+    sub_resource: str
+    namespace: str
+    name: str
+    object: Any
+    dry_run: bool
+
+
+def decode_envelope(body: bytes) -> ReviewEnvelope:
+    try:
+        review = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ReviewDecodeError(f"the body is not JSON: {error}") from None
+    if not isinstance(review, dict):
+        raise ReviewDecodeError("the body is not a JSON object")
+    if review.get("kind") != "AdmissionReview":
+        raise ReviewDecodeError(f"kind is {review.get('kind')!r}, not 'AdmissionReview'")
+    api_version = review.get("apiVersion")
+    if api_version not in SUPPORTED_API_VERSIONS:
+        supported = ", ".join(SUPPORTED_API_VERSIONS)
+        raise ReviewDecodeError(f"apiVersion {api_version!r} is not one of {supported}")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise ReviewDecodeError("the review has no request object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewDecodeError("request.uid is missing or not a string")
+    return ReviewEnvelope(api_version, uid, request)
+
+
+def read_request(envelope: ReviewEnvelope) -> AdmissionRequest:
+    raw = envelope.request
+    kind = raw.get("kind")
+    if not isinstance(kind, dict):
+        raise MalformedRequest("request.kind must be an object with group, version and kind")
+    return AdmissionRequest(
+        uid=envelope.uid,
+        group=_string(kind, "group", "request.kind"),
+        version=_string(kind, "version", "request.kind"),
+        kind=_string(kind, "kind", "request.kind", required=True),
+        operation=_string(raw, "operation", "request", required=True),
+        sub_resource=_string(raw, "subResource", "request"),
+        namespace=_string(raw, "namespace", "request"),
+        name=_string(raw, "name", "request"),
+        object=raw.get("object"),
+        dry_run=raw.get("dryRun") is True,
+    )
+
+
+def _string(node: dict[str, Any], key: str, where: str, *, required: bool = False) -> str:
+    value = node.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value):
+        raise MalformedRequest(f"{where}.{key} must be a non-empty string")
+    return value
+
+
+def encode_response(envelope_api_version: str, uid: str, verdict: Verdict) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
+    if not verdict.allowed:
+        response["status"] = {
+            "status": "Failure",
+            "code": verdict.code,
+            "reason": verdict.reason,
+            "message": verdict.message,
+        }
+    if verdict.patch:
+        patch = json.dumps(verdict.patch, separators=(",", ":")).encode()
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(patch).decode("ascii")
+    if verdict.warnings:
+        response["warnings"] = list(verdict.warnings)
+    if verdict.audit_annotations:
+        response["auditAnnotations"] = dict(verdict.audit_annotations)
+    return {"apiVersion": envelope_api_version, "kind": "AdmissionReview", "response": response}
