@@ -1,0 +1,45 @@
+# make run: set everything up and serve the webhook on https://127.0.0.1:8443.
+# make test: set everything up and run the whole suite.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.requirements-installed
+BIND ?= 127.0.0.1:8443
+POLICY_DIR ?= policies
+CERT_DIR := certs
+
+.PHONY: run test lint format certs venv clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+certs: $(STAMP)
+	@$(BIN)/python -m webhook.certs dev --dir $(CERT_DIR)
+
+run: certs
+	@echo "Serving the GPU admission webhook on https://$(BIND) with the policies in $(POLICY_DIR)/"
+	@echo "CA certificate: $(CURDIR)/$(CERT_DIR)/ca.crt"
+	@echo "Try it:  curl --cacert $(CERT_DIR)/ca.crt -H 'Content-Type: application/json' \\"
+	@echo "           --data @examples/review-fractional-pod.json https://$(BIND)/mutate"
+	BIND=$(BIND) POLICY_DIR=$(POLICY_DIR) exec $(BIN)/gunicorn -c python:webhook.server.gunicorn_conf
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The HTTP edge: settings, the Flask application and the gunicorn configuration."""

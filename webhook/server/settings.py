@@ -1,0 +1,53 @@
+"""Settings, read from the environment once into a frozen object."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_BODY_BYTES = 8 * 2**20
+
+
+class SettingsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    bind: str = "127.0.0.1:8443"
+    policy_dir: Path = Path("policies")
+    cert_file: Path = Path("certs/tls.crt")
+    key_file: Path = Path("certs/tls.key")
+    workers: int = 2
+    threads: int = 4
+    log_level: str = "info"
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(
+            bind=env.get("BIND", defaults.bind),
+            policy_dir=Path(env.get("POLICY_DIR", str(defaults.policy_dir))),
+            cert_file=Path(env.get("TLS_CERT_FILE", str(defaults.cert_file))),
+            key_file=Path(env.get("TLS_KEY_FILE", str(defaults.key_file))),
+            workers=_positive_int(env, "WORKERS", defaults.workers),
+            threads=_positive_int(env, "THREADS", defaults.threads),
+            log_level=env.get("LOG_LEVEL", defaults.log_level).lower(),
+        )
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    text = env.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise SettingsError(f"{name}={text!r} is not a whole number") from None
+    if value < 1:
+        raise SettingsError(f"{name}={text!r} must be at least 1")
+    return value
