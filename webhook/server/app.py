@@ -30,14 +30,17 @@ def create_app(settings: Settings | None = None, policies: PolicySet | None = No
     settings = settings or Settings.from_environ()
     policy_set = policies if policies is not None else PolicySet.load(settings.policy_dir)
     app = Flask("webhook")
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    max_body = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
 
     def review(mode: Mode) -> tuple[Response, int]:
         if request.mimetype != "application/json":
             return _error(415, "the body must be an AdmissionReview sent as application/json")
+        body = _read_body(max_body)
+        if body is None:
+            return _error(413, f"the body is larger than {max_body // 2**20} MiB")
         try:
-            envelope = decode_envelope(request.get_data(cache=False))
+            envelope = decode_envelope(body)
         except ReviewDecodeError as error:
             return _error(400, str(error))
         try:
@@ -73,6 +76,15 @@ def create_app(settings: Settings | None = None, policies: PolicySet | None = No
         return _error(error.code or 500, error.description or error.name)
 
     return app
+
+
+def _read_body(limit: int) -> bytes | None:
+    """The request body, or None when it is over `limit` bytes. A declared length is checked
+    before reading; a chunked body is read one byte past the limit and no further."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    body = request.stream.read(limit + 1)
+    return None if len(body) > limit else body
 
 
 def _error(code: int, reason: str) -> tuple[Response, int]:
