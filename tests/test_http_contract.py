@@ -1,0 +1,267 @@
+"""The HTTP contract of the real server: endpoints, and bad input answered with a clear,
+well-formed reply (4xx for a body that is not a review, an in-band denial otherwise)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.server import GUNICORN_COMMAND, REPO_ROOT, WebhookClient, WebhookServer
+from webhook.admission.review import AdmissionRequest
+from webhook.policy.model import Policy
+from webhook.policy.policy_set import PolicySet
+from webhook.server.app import create_app
+from webhook.server.settings import Settings
+
+UID = "0b6f4e2a-7c1d-4c53-9a55-0d1b8f7e2c11"
+
+
+def review(request: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def pod_request(obj: Any) -> dict[str, Any]:
+    return {
+        "uid": UID,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "operation": "CREATE",
+        "namespace": "ml",
+        "name": "p",
+        "object": obj,
+    }
+
+
+@pytest.fixture(scope="module")
+def client(shipped_server: WebhookServer) -> WebhookClient:
+    return shipped_server.client()
+
+
+def test_health_and_readiness(client: WebhookClient) -> None:
+    health = client.request("GET", "/healthz")
+    assert health.status == 200 and health.json() == {"status": "ok"}
+    ready = client.request("GET", "/readyz")
+    assert ready.status == 200 and ready.json()["policies"] == ["default"]
+
+
+NOT_A_REVIEW = [
+    (b"not json", "the body is not JSON"),
+    (b"[1, 2]", "not a JSON object"),
+    (b'{"kind": "Pod"}', "kind is 'Pod', not 'AdmissionReview'"),
+    (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v2"}', "is not one of"),
+    (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}', "no request object"),
+    (json.dumps(review({"kind": {}})).encode(), "request.uid is missing"),
+    (json.dumps(review({"uid": 7})).encode(), "request.uid is missing or not a string"),
+    (b"\xff\xfe", "the body is not JSON"),
+]
+
+
+@pytest.mark.parametrize(("body", "reason"), NOT_A_REVIEW, ids=[r for _, r in NOT_A_REVIEW])
+@pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])
+def test_a_body_that_is_not_a_review_is_a_400_with_a_reason(
+    client: WebhookClient, endpoint: str, body: bytes, reason: str
+) -> None:
+    reply = client.request("POST", endpoint, body, {"Content-Type": "application/json"})
+    assert reply.status == 400
+    assert reply.headers["Content-Type"] == "application/json"
+    assert reason in reply.json()["error"]
+    assert b"Traceback" not in reply.body
+
+
+def test_a_body_that_is_not_json_by_content_type_is_a_415(client: WebhookClient) -> None:
+    reply = client.request("POST", "/mutate", b"a=b", {"Content-Type": "text/plain"})
+    assert reply.status == 415
+    assert "application/json" in reply.json()["error"]
+
+
+def exchange(server: WebhookServer, request: Iterator[bytes]) -> bytes:
+    """Send raw request bytes over TLS and read the reply up to the end of its JSON body."""
+    context = ssl.create_default_context(cafile=str(server.certificates.ca_cert))
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        for part in request:
+            tls.sendall(part)
+        reply = b""
+        while b"}" not in reply:
+            data = tls.recv(65536)
+            if not data:
+                break
+            reply += data
+        return reply
+
+
+OVER_LIMIT = 8 * 2**20 + 1
+
+
+def chunks(total: int) -> Iterator[bytes]:
+    step = 2**16
+    for start in range(0, total, step):
+        size = min(step, total - start)
+        yield f"{size:x}\r\n".encode() + b" " * size + b"\r\n"
+    yield b"0\r\n\r\n"
+
+
+def test_a_declared_length_over_8_mib_is_a_413_before_the_body_is_read(
+    shipped_server: WebhookServer,
+) -> None:
+    head = (
+        "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {OVER_LIMIT}\r\n\r\n"
+    )
+    reply = exchange(shipped_server, iter([head.encode()]))
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    assert b'"the body is larger than 8 MiB"' in reply
+
+
+def test_a_chunked_body_over_8_mib_is_a_413(shipped_server: WebhookServer) -> None:
+    head = (
+        "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    )
+    reply = exchange(shipped_server, itertools.chain([head.encode()], chunks(OVER_LIMIT)))
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    assert b'"the body is larger than 8 MiB"' in reply
+
+
+def test_a_body_just_under_the_cap_is_read(client: WebhookClient) -> None:
+    document = review(pod_request({"metadata": {"name": "p"}, "spec": {"containers": []}}))
+    text = json.dumps(document).encode()
+    body = text + b" " * (8 * 2**20 - len(text))
+    reply = client.request("POST", "/mutate", body, {"Content-Type": "application/json"})
+    assert reply.status == 200 and reply.json()["response"]["allowed"] is True
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"), [("GET", "/mutate", 405), ("POST", "/nowhere", 404)]
+)
+def test_unknown_routes_and_methods_answer_json(
+    client: WebhookClient, method: str, path: str, status: int
+) -> None:
+    reply = client.request(method, path, b"{}", {"Content-Type": "application/json"})
+    assert reply.status == status
+    assert reply.json()["code"] == status
+
+
+IN_BAND = [
+    ({"uid": UID, "operation": "CREATE"}, "request.kind must be an object"),
+    (
+        {"uid": UID, "kind": {"kind": "Pod"}, "operation": 3},
+        "request.operation must be a non-empty string",
+    ),
+    (pod_request("a pod"), "request.object must be a Pod object"),
+    (pod_request({"spec": {"containers": {"name": "a"}}}), "spec.containers: must be a list"),
+    (pod_request({"spec": {"containers": [{"image": "x"}]}}), "containers[0].name: must be a"),
+    (
+        pod_request({"metadata": {"annotations": ["gpu-fraction"]}, "spec": {}}),
+        "metadata.annotations: must be an object, not a list",
+    ),
+]
+
+
+@pytest.mark.parametrize(("request_body", "reason"), IN_BAND, ids=[r for _, r in IN_BAND])
+def test_a_malformed_request_inside_a_review_is_denied_in_band(
+    client: WebhookClient, request_body: dict[str, Any], reason: str
+) -> None:
+    reply = client.post_json("/mutate", review(request_body))
+    assert reply.status == 200
+    response = reply.json()["response"]
+    assert response["uid"] == UID
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 400
+    assert reason in response["status"]["message"]
+
+
+def test_kinds_without_a_pod_spec_pass_untouched(client: WebhookClient) -> None:
+    request = pod_request({"data": {"nvidia.com/gpu": "0.5"}})
+    request["kind"] = {"group": "", "version": "v1", "kind": "ConfigMap"}
+    response = client.post_json("/mutate", review(request)).json()["response"]
+    assert response == {"uid": UID, "allowed": True}
+
+
+class ExplodingPolicies(PolicySet):
+    def governing(self, namespace: str, obj: Any) -> Policy:
+        raise RuntimeError("a bug")
+
+
+def test_an_unexpected_fault_is_answered_with_the_uid_and_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policies = ExplodingPolicies(PolicySet.load(REPO_ROOT / "policies").policies)
+    app = create_app(Settings(policy_dir=REPO_ROOT / "policies"), policies)
+    document = review(pod_request({"spec": {"containers": [{"name": "a"}]}}))
+    reply = app.test_client().post("/mutate", json=document)
+    assert reply.status_code == 200
+    response = reply.get_json()["response"]
+    assert response["uid"] == UID and response["allowed"] is False
+    assert response["status"]["code"] == 500
+    assert UID in response["status"]["message"]
+    assert "Traceback" not in reply.get_data(as_text=True)
+    assert "RuntimeError: a bug" in caplog.text
+
+
+def test_a_bad_policy_stops_startup_with_file_line_and_field(tmp_path: Path) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "team.yaml").write_text(
+        "apiVersion: gpu-admission.example.com/v1alpha1\nkind: GPUPolicy\n"
+        "metadata: {name: team}\nspec:\n  sharing:\n    vramResource: example.com/vram\n"
+        "    unit: KiB\n    models: [{product: Tesla-T4, memoryMiB: 15360}]\n"
+    )
+    server = WebhookServer(policies, tmp_path / "certs", tmp_path / "log")
+    result = subprocess.run(
+        GUNICORN_COMMAND,
+        cwd=REPO_ROOT,
+        env=server.environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode != 0
+    assert f"{policies / 'team.yaml'}:7: spec.sharing.unit: 'KiB' is not one of" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_certificates_stop_startup_with_what_to_do(tmp_path: Path) -> None:
+    server = WebhookServer(REPO_ROOT / "policies", tmp_path / "certs", tmp_path / "log")
+    environment = {**server.environment(), "TLS_CERT_FILE": str(tmp_path / "absent.crt")}
+    result = subprocess.run(
+        GUNICORN_COMMAND,
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode != 0
+    assert "absent.crt does not exist: run `make certs`" in result.stderr
+
+
+def test_requests_are_decoded_into_typed_fields() -> None:
+    from webhook.admission.review import decode_envelope, read_request
+
+    body = json.dumps(review({**pod_request({}), "dryRun": True, "subResource": "status"}))
+    request = read_request(decode_envelope(body.encode()))
+    assert request == AdmissionRequest(
+        uid=UID,
+        group="",
+        version="v1",
+        kind="Pod",
+        operation="CREATE",
+        sub_resource="status",
+        namespace="ml",
+        name="p",
+        object={},
+        dry_run=True,
+    )

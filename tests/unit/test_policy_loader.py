@@ -1,0 +1,224 @@
+from pathlib import Path
+
+import pytest
+
+from webhook.policy.defaults import DEFAULT_GOVERNED_RESOURCES, DEFAULT_SHARE_ENV
+from webhook.policy.loader import load_policy_directory
+from webhook.policy.model import FractionHandling
+from webhook.policy.policy_set import PolicySet
+from webhook.policy.problems import PolicyLoadError
+
+REPO_POLICIES = Path(__file__).resolve().parents[2] / "policies"
+
+HEADER = """\
+apiVersion: gpu-admission.example.com/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: team
+"""
+
+SHARING = """\
+  sharing:
+    vramResource: example.com/vram
+    defaultModel: Tesla-T4
+    models:
+      - {product: Tesla-T4, memoryMiB: 15360}
+"""
+
+
+def write_policy(directory: Path, text: str, name: str = "policy.yaml") -> Path:
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+def load_problems(directory: Path) -> list[str]:
+    with pytest.raises(PolicyLoadError) as caught:
+        load_policy_directory(directory)
+    return [str(problem) for problem in caught.value.problems]
+
+
+def test_the_shipped_policies_load() -> None:
+    (policy,) = load_policy_directory(REPO_POLICIES)
+    assert policy.name == "default"
+    assert policy.governing("nvidia.com/gpu").fractions is FractionHandling.REWRITE
+    assert policy.governing("nvidia.com/mig-1g.5gb") is not None
+    assert policy.sharing is not None and policy.sharing.default_model in policy.sharing.models
+
+
+def test_omitted_fields_get_the_documented_defaults(tmp_path: Path) -> None:
+    write_policy(tmp_path, HEADER + "spec:\n" + SHARING)
+    (policy,) = load_policy_directory(tmp_path)
+    assert policy.resources == DEFAULT_GOVERNED_RESOURCES
+    assert policy.sharing is not None
+    assert policy.sharing.env == DEFAULT_SHARE_ENV
+    assert policy.sharing.unit == "MiB"
+    assert policy.sharing.model_label == "nvidia.com/gpu.product"
+    assert policy.whole_gpu.resource_tolerations is True
+
+
+# (spec text, line of the problem, field, fragment of the message)
+BAD_SPECS = [
+    ("spec:\n  gpuResorces: []\n", 6, "spec.gpuResorces", "unknown field"),
+    (
+        "spec:\n  gpuResources:\n    - name: nvidia.com/gpu\n      fractions: Maybe\n",
+        8,
+        "spec.gpuResources[0].fractions",
+        "'Maybe' is not one of 'Rewrite', 'Deny'",
+    ),
+    (
+        "spec:\n  gpuResources:\n    - name: gpu\n",
+        7,
+        "spec.gpuResources[0].name",
+        "needs a domain prefix",
+    ),
+    (
+        "spec:\n  gpuResources:\n    - name: kubernetes.io/gpu\n",
+        7,
+        "spec.gpuResources[0].name",
+        "kubernetes.io domain is reserved",
+    ),
+    (
+        "spec:\n  gpuResources:\n    - name: nvidia.com/gpu\n      fractions: Rewrite\n",
+        8,
+        "spec.gpuResources[0].fractions",
+        "Rewrite needs spec.sharing",
+    ),
+    (
+        "spec:\n  gpuResources:\n    - name: nvidia.com/mig-*\n      fractions: Rewrite\n"
+        + SHARING,
+        8,
+        "spec.gpuResources[0].fractions",
+        "a resource family cannot be shared",
+    ),
+    (
+        "spec:\n" + SHARING.replace("example.com/vram", "vram.kubernetes.io/mem"),
+        7,
+        "spec.sharing.vramResource",
+        "kubernetes.io domain is reserved",
+    ),
+    (
+        "spec:\n" + SHARING.replace("defaultModel: Tesla-T4", "defaultModel: Tesla-T9"),
+        8,
+        "spec.sharing.defaultModel",
+        "'Tesla-T9' is not in models (Tesla-T4)",
+    ),
+    (
+        "spec:\n" + SHARING.replace("15360", '"15360"'),
+        10,
+        "spec.sharing.models[0].memoryMiB",
+        "must be of type integer, not str",
+    ),
+    (
+        "spec:\n" + SHARING.replace("15360", "0"),
+        10,
+        "spec.sharing.models[0].memoryMiB",
+        "less than the minimum of 1",
+    ),
+    (
+        "spec:\n" + SHARING + "    unit: KiB\n",
+        11,
+        "spec.sharing.unit",
+        "'KiB' is not one of 'MiB', 'GiB'",
+    ),
+    (
+        "spec:\n" + SHARING + "    env:\n      - {name: JAX_SHARE, value: '{fractoin}'}\n",
+        12,
+        "spec.sharing.env[0].value",
+        "unknown placeholder {fractoin}",
+    ),
+    (
+        "spec:\n" + SHARING + "    env:\n      - {name: 'BAD=NAME', value: x}\n",
+        12,
+        "spec.sharing.env[0].name",
+        "not a valid environment variable name",
+    ),
+    (
+        "spec:\n  wholeGPU:\n    tolerations:\n      - {key: a, operator: Exists, value: b}\n",
+        8,
+        "spec.wholeGPU.tolerations[0]",
+        "operator Exists must not have a value",
+    ),
+    (
+        "spec:\n  wholeGPU:\n    nodeSelector:\n      pool: 'not a label value'\n",
+        8,
+        "spec.wholeGPU.nodeSelector.pool",
+        "not a valid label value",
+    ),
+    (
+        "spec:\n" + SHARING + "    placement:\n      nodeSelector: {nvidia.com/gpu.product: x}\n",
+        12,
+        "spec.sharing.placement.nodeSelector.nvidia.com/gpu.product",
+        "set from the pod's model",
+    ),
+    ("spec:\n  wholeGPU: {}\n  wholeGPU: {}\n", 7, "spec.wholeGPU", "appears twice"),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "line", "field", "fragment"), BAD_SPECS, ids=[case[3] for case in BAD_SPECS]
+)
+def test_a_bad_policy_is_reported_with_file_line_and_field(
+    tmp_path: Path, spec: str, line: int, field: str, fragment: str
+) -> None:
+    path = write_policy(tmp_path, HEADER + spec)
+    problems = load_problems(tmp_path)
+    assert any(
+        problem.startswith(f"{path}:{line}: {field}: ") and fragment in problem
+        for problem in problems
+    ), problems
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (HEADER.replace("GPUPolicy", "GpuPolicy") + "spec: {}\n", "kind: must be 'GPUPolicy'"),
+        (HEADER.replace("v1alpha1", "v1") + "spec: {}\n", "apiVersion: must be"),
+        (HEADER, "'spec' is a required property"),
+        (HEADER + "spec: {}\n  bad: [\n", "invalid YAML"),
+        (HEADER.replace("name: team", "name: Team_1") + "spec: {}\n", "metadata.name"),
+    ],
+)
+def test_documents_that_are_not_policies(tmp_path: Path, text: str, fragment: str) -> None:
+    write_policy(tmp_path, text)
+    problems = load_problems(tmp_path)
+    assert any(fragment in problem for problem in problems), problems
+
+
+def test_every_problem_is_reported_not_only_the_first(tmp_path: Path) -> None:
+    write_policy(tmp_path, HEADER + "spec:\n  gpuResources:\n    - name: gpu\n    - name: x/y z\n")
+    write_policy(tmp_path, HEADER.replace("team", "other") + "spec: {unknown: 1}\n", "b.yaml")
+    problems = load_problems(tmp_path)
+    assert len(problems) == 3, problems
+
+
+def test_two_policies_with_one_name_are_refused(tmp_path: Path) -> None:
+    write_policy(tmp_path, HEADER + "spec: {}\n", "a.yaml")
+    write_policy(tmp_path, HEADER + "spec: {}\n", "b.yaml")
+    problems = load_problems(tmp_path)
+    assert any("policy 'team' is already defined in" in problem for problem in problems)
+
+
+def test_an_empty_directory_is_an_error(tmp_path: Path) -> None:
+    write_policy(tmp_path, "# nothing yet\n", "README.yaml")
+    assert load_problems(tmp_path) == [f"{tmp_path}: (directory): holds no policy documents"]
+
+
+def test_a_missing_directory_is_an_error(tmp_path: Path) -> None:
+    assert "not a directory" in load_problems(tmp_path / "absent")[0]
+
+
+def test_configmap_mount_layout_is_read_through_its_links(tmp_path: Path) -> None:
+    data = tmp_path / "..2026_11_22_08_00_00.000000001"
+    data.mkdir()
+    write_policy(data, HEADER + "spec: {}\n", "team.yaml")
+    (tmp_path / "..data").symlink_to(data.name)
+    (tmp_path / "team.yaml").symlink_to(Path("..data") / "team.yaml")
+    (policy,) = load_policy_directory(tmp_path)
+    assert policy.name == "team"
+
+
+def test_this_version_serves_one_policy(tmp_path: Path) -> None:
+    write_policy(tmp_path, HEADER + "spec: {}\n---\n" + HEADER.replace("team", "b") + "spec: {}\n")
+    with pytest.raises(PolicyLoadError, match="holds 2 policies"):
+        PolicySet.load(tmp_path)

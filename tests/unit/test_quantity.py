@@ -1,0 +1,67 @@
+from fractions import Fraction
+
+import pytest
+
+from webhook.quantity import QuantityError, format_decimal, parse_quantity
+
+PARSED = [
+    ("250m", Fraction(1, 4)),
+    ("0.25", Fraction(1, 4)),
+    (".25", Fraction(1, 4)),
+    ("1.", Fraction(1)),
+    ("+2", Fraction(2)),
+    ("-1", Fraction(-1)),
+    ("500m", Fraction(1, 2)),
+    ("125m", Fraction(1, 8)),
+    ("333m", Fraction(333, 1000)),
+    ("10u", Fraction(1, 100_000)),
+    ("5n", Fraction(5, 10**9)),
+    ("2k", Fraction(2000)),
+    ("16Gi", Fraction(16 * 2**30)),
+    ("1Mi", Fraction(2**20)),
+    ("1E", Fraction(10**18)),
+    ("1e3", Fraction(1000)),
+    ("25e-2", Fraction(1, 4)),
+    ("1E-3", Fraction(1, 1000)),
+    (" 2 ", Fraction(2)),
+    (2, Fraction(2)),
+    (0.25, Fraction(1, 4)),
+    (0.1, Fraction(1, 10)),
+]
+
+
+@pytest.mark.parametrize(("text", "amount"), PARSED, ids=[repr(t) for t, _ in PARSED])
+def test_parses_every_form_to_the_exact_amount(text: object, amount: Fraction) -> None:
+    assert parse_quantity(text) == amount
+
+
+REJECTED = ["", "abc", "a-quarter", "1/4", "0.25 gpu", "1Kb", "--1", "1e", "e3", "1e99", "1.2.3"]
+
+
+@pytest.mark.parametrize("text", REJECTED)
+def test_rejects_what_is_not_a_quantity(text: str) -> None:
+    with pytest.raises(QuantityError, match=r"not a quantity|out of range"):
+        parse_quantity(text)
+
+
+@pytest.mark.parametrize("value", [True, None, [1], {"a": 1}, float("nan"), float("inf")])
+def test_rejects_values_of_other_types(value: object) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(value)
+
+
+DECIMALS = [
+    (Fraction(1, 4), 4, "0.25"),
+    (Fraction(1, 2), 4, "0.5"),
+    (Fraction(1), 4, "1"),
+    (Fraction(1, 3), 4, "0.3333"),
+    (Fraction(2, 3), 4, "0.6666"),
+    (Fraction(13, 40), 4, "0.325"),
+    (Fraction(1, 100_000), 4, "0"),
+    (Fraction(5, 2), 0, "2"),
+]
+
+
+@pytest.mark.parametrize(("amount", "places", "text"), DECIMALS, ids=[t for *_, t in DECIMALS])
+def test_format_decimal_rounds_down(amount: Fraction, places: int, text: str) -> None:
+    assert format_decimal(amount, places) == text
