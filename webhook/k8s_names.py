@@ -33,10 +33,10 @@ def extended_resource_problem(text: str) -> str | None:
     problem = qualified_name_problem(text)
     if problem:
         return problem
-    domain, slash, _ = text.rpartition("/")
-    if not slash:
+    if "/" not in text:
         return "an extended resource name needs a domain prefix, such as example.com/vram"
-    if domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+    if "kubernetes.io/" in text:
+        # The apiserver treats any name containing "kubernetes.io/" as a native resource.
         return "the kubernetes.io domain is reserved for Kubernetes' own resources"
     if text.startswith("requests."):
         return "the 'requests.' prefix is reserved for resource quota"

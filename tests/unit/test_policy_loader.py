@@ -151,6 +151,12 @@ BAD_SPECS = [
         "spec.sharing.placement.nodeSelector.nvidia.com/gpu.product",
         "set from the pod's model",
     ),
+    (
+        "spec:\n" + SHARING + "    env:\n      - {name: A, value: x, unlessSet: [A]}\n",
+        12,
+        "spec.sharing.env[0].unlessSet[0]",
+        "must be the name of another environment variable",
+    ),
     ("spec:\n  wholeGPU: {}\n  wholeGPU: {}\n", 7, "spec.wholeGPU", "appears twice"),
 ]
 

@@ -147,7 +147,8 @@ class _PodChange:
     def place_whole_gpus(self, whole: list[WholeGpu]) -> None:
         if self.mode == "mutate":
             resources = [gpu.resource for gpu in whole]
-            self._place(self.policy.whole_gpu, resources, {}, "the whole-GPU placement")
+            why = f'policy "{self.policy.name}" for whole GPUs'
+            self._place(self.policy.whole_gpu, resources, {}, why)
 
     def give_shares(
         self,
@@ -177,7 +178,7 @@ class _PodChange:
                 self._rewrite_resources(share, sharing)
         pin = self._pin(choice, sharing)
         if self.mode == "mutate":
-            why = f'policy "{self.policy.name}"'
+            why = f'policy "{self.policy.name}" for shared GPUs'
             self._place(sharing.placement, [sharing.vram_resource], pin, why)
         for share in shares:
             self._give_env(share, sharing)
@@ -238,6 +239,13 @@ class _PodChange:
         values = placeholder_values(share, sharing)
         for template in sharing.env:
             value = template.value.format_map(values)
+            replaced_by = next((name for name in template.unless_set if name in present), None)
+            if replaced_by is not None:
+                if template.enforce:
+                    self.violations.append(
+                        _env_replaced(share, template.name, replaced_by, self.policy)
+                    )
+                continue
             existing = present.get(template.name)
             if existing is None and self.mode == "mutate":
                 self.recorder.append(
@@ -276,6 +284,14 @@ def _annotation_disagrees(share: SizedShare, given: int, sharing: Sharing) -> Vi
         f"{share.intent.container.label}: annotation {FRACTION_ANNOTATION}={share.intent.written} "
         f"is {share.units} {sharing.unit} of a {share.model.product}, but the container asks for "
         f"{sharing.vram_resource} {given}: keep one of the two",
+    )
+
+
+def _env_replaced(share: SizedShare, name: str, replaced_by: str, policy: Policy) -> Violation:
+    return Violation(
+        "env-enforced",
+        f"{share.intent.container.label}: env {replaced_by} stands in for {name}, which policy "
+        f'"{policy.name}" sets for its share of the GPU: remove {replaced_by} from the pod',
     )
 
 

@@ -41,12 +41,11 @@ def size_share(intent: ShareIntent, model: GpuModel, sharing: Sharing) -> SizedS
     assert intent.fraction is not None
     units = sharing.units_for(intent.fraction, model)
     if units == 0:
-        smallest = Fraction(sharing.mib_per_unit, model.memory_mib)
         return Violation(
             "share-too-small",
             f'{where} "{intent.written}" of a {model.product} ({model.memory_mib} MiB) is less '
             f"than 1 {sharing.unit} of {sharing.vram_resource}: ask for at least "
-            f"{format_decimal(smallest, 4) if smallest >= Fraction(1, 10**4) else smallest}",
+            f"{sharing.mib_per_unit}/{model.memory_mib} of a GPU",
         )
     return SizedShare(intent, model, units, units * sharing.mib_per_unit)
 

@@ -15,10 +15,13 @@ DEFAULT_GOVERNED_RESOURCES = (
     GovernedResource("nvidia.com/mig-*", FractionHandling.DENY),
 )
 
-# The knobs that frameworks read to stay inside a share of GPU memory.
+# The knobs that frameworks read to stay inside a share of GPU memory. JAX reads the older
+# XLA_PYTHON_CLIENT_MEM_FRACTION too, but raises when both names are set: a container that
+# sets the old one keeps it and does not get the new one.
 DEFAULT_SHARE_ENV = (
-    EnvTemplate("XLA_CLIENT_MEM_FRACTION", "{fraction}"),
-    EnvTemplate("XLA_PYTHON_CLIENT_MEM_FRACTION", "{fraction}"),
+    EnvTemplate(
+        "XLA_CLIENT_MEM_FRACTION", "{fraction}", unless_set=("XLA_PYTHON_CLIENT_MEM_FRACTION",)
+    ),
     EnvTemplate("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
     EnvTemplate("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0={mib}M"),
     EnvTemplate("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "{percent}"),

@@ -281,7 +281,16 @@ class _PolicyBuilder:
             problem = env_template_problem(entry["value"])
             if problem:
                 self.report((*path, "value"), problem)
-            templates.append(EnvTemplate(name, entry["value"], entry.get("enforce", False)))
+            unless_set = tuple(entry.get("unlessSet", ()))
+            for position, other in enumerate(unless_set):
+                if not is_env_name(other) or other == name:
+                    self.report(
+                        (*path, "unlessSet", position),
+                        f"{other!r} must be the name of another environment variable",
+                    )
+            templates.append(
+                EnvTemplate(name, entry["value"], entry.get("enforce", False), unless_set)
+            )
         return tuple(templates)
 
     def _placement(self, block: Mapping[str, Any], base: FieldPath) -> Placement:

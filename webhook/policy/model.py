@@ -51,9 +51,13 @@ class GpuModel:
 
 @dataclass(frozen=True)
 class EnvTemplate:
+    """A variable given to each container with a share. `unless_set` names variables that
+    take its place when the container sets them."""
+
     name: str
     value: str
     enforce: bool = False
+    unless_set: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
