@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from webhook.engine.workloads import Path, PodTemplateLocation
+from webhook.field_paths import format_field
 
 ContainerList = Literal["initContainers", "containers"]
 CONTAINER_LISTS: tuple[ContainerList, ...] = ("initContainers", "containers")
@@ -20,14 +21,7 @@ class MalformedObject(ValueError):
     def __init__(self, path: Path, problem: str) -> None:
         self.path = path
         self.problem = problem
-        super().__init__(f"{format_path(path)}: {problem}")
-
-
-def format_path(path: Path) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
+        super().__init__(f"{format_field(path)}: {problem}")
 
 
 def _mapping(node: Mapping[str, Any], key: str, path: Path) -> Mapping[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-Path = tuple[str | int, ...]
+from webhook.field_paths import FieldPath as Path
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 
+from webhook.field_paths import FieldPath
 from webhook.k8s_names import (
     extended_resource_problem,
     is_env_name,
@@ -34,7 +35,7 @@ from webhook.policy.model import (
     Policy,
     Sharing,
 )
-from webhook.policy.problems import FieldPath, PolicyLoadError, PolicyProblem
+from webhook.policy.problems import PolicyLoadError, PolicyProblem
 from webhook.policy.yaml_documents import DocumentError, SourceDocument, read_documents
 
 SCHEMA_FILE = Path(__file__).with_name("gpupolicy-v1alpha1.schema.json")

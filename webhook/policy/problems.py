@@ -5,19 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-FieldPath = tuple[str | int, ...]
-
-
-def format_field(path: FieldPath) -> str:
-    """`("spec", "gpuResources", 1, "name")` as `spec.gpuResources[1].name`."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else part
-    return text or "(document)"
-
 
 @dataclass(frozen=True)
 class PolicyProblem:

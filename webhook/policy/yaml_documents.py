@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from webhook.policy.problems import FieldPath, PolicyProblem, format_field
+from webhook.field_paths import FieldPath, format_field
+from webhook.policy.problems import PolicyProblem
 
 
 @dataclass(frozen=True)
