@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from jsonpointer import JsonPointer
@@ -91,9 +92,16 @@ class PatchRecorder:
         return node
 
     def _record(self, op: str, path: Sequence[Part], value: Any) -> None:
-        pointer = JsonPointer.from_parts([str(part) for part in path]).path
+        pointer = json_pointer(tuple(str(part) for part in path))
         if op == "remove":
             self.operations.append({"op": op, "path": pointer})
         else:
-            # The value is copied so that later writes below it cannot change the recorded op.
-            self.operations.append({"op": op, "path": pointer, "value": copy.deepcopy(value)})
+            # A container value is copied so that later writes below it cannot change the op.
+            recorded = value if isinstance(value, str) else copy.deepcopy(value)
+            self.operations.append({"op": op, "path": pointer, "value": recorded})
+
+
+@lru_cache(maxsize=4096)
+def json_pointer(parts: tuple[str, ...]) -> str:
+    """The escaped pointer (`nvidia.com~1gpu`). The same few paths recur on every request."""
+    return JsonPointer.from_parts(parts).path
