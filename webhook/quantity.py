@@ -27,10 +27,11 @@ _DECIMAL_SUFFIXES = {
 # binary suffix, a decimal suffix or a decimal exponent ("1e3", "1E-2"). An exponent is
 # tried before the bare "E" (exa) suffix.
 _QUANTITY = re.compile(
-    r"(?P<sign>[+-]?)(?P<number>\d+(?:\.\d*)?|\.\d+)"
-    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)"
+    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<exponent>[eE][+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)"
 )
 _MAX_EXPONENT = 30
+_MAX_LENGTH = 64
 
 
 class QuantityError(ValueError):
@@ -53,12 +54,14 @@ def parse_quantity(value: object) -> Fraction:
         return Fraction(repr(value))
     if not isinstance(value, str):
         raise QuantityError(f"a quantity is a string or a number, not {type(value).__name__}")
-    match = _QUANTITY.fullmatch(value.strip())
+    if len(value) > _MAX_LENGTH:
+        raise QuantityError(f"a quantity of {len(value)} characters is too long")
+    match = _QUANTITY.fullmatch(value)
     if match is None:
         raise QuantityError(f"{value!r} is not a quantity (examples: 1, 0.5, 500m, 16Gi)")
     amount = Fraction(match["number"])
     if match["exponent"]:
-        exponent = int(match["exponent"][1:])
+        exponent = int(match["exponent"][1:], 10)
         if abs(exponent) > _MAX_EXPONENT:
             raise QuantityError(f"{value!r} has an exponent out of range")
         amount *= Fraction(10) ** exponent

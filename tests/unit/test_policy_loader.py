@@ -116,6 +116,24 @@ BAD_SPECS = [
         "less than the minimum of 1",
     ),
     (
+        "spec:\n" + SHARING.replace("15360", "15360.0"),
+        10,
+        "spec.sharing.models[0].memoryMiB",
+        "must be a whole number of MiB",
+    ),
+    (
+        "spec:\n  wholeGPU:\n    nodeSelector: {1: a}\n",
+        7,
+        "spec.wholeGPU.nodeSelector",
+        "keys must be strings",
+    ),
+    (
+        "spec:\n  wholeGPU:\n    tolerations:\n      - {key: 'bad key!', operator: Exists}\n",
+        8,
+        "spec.wholeGPU.tolerations[0]",
+        "key 'bad key!'",
+    ),
+    (
         "spec:\n" + SHARING + "    unit: KiB\n",
         11,
         "spec.sharing.unit",

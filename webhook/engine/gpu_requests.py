@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
-from webhook.engine.pod_spec import Container, PodView
+from webhook.engine.pod_spec import Container, MalformedObject, PodView
 from webhook.policy.defaults import FRACTION_ANNOTATION, FRACTION_CONTAINER_ANNOTATION
 from webhook.policy.model import FractionHandling, Policy
 from webhook.quantity import QuantityError, parse_quantity
@@ -62,11 +62,11 @@ def _check_resource(
             )
         )
         return
-    limit = _parse(where, "limits", limit_value, found)
+    limit = _parse(container, "limits", resource, limit_value, found)
     if limit is None:
         return
     if request_value is not _ABSENT:
-        request = _parse(where, "requests", request_value, found)
+        request = _parse(container, "requests", resource, request_value, found)
         if request is None:
             return
         if request != limit:
@@ -80,12 +80,14 @@ def _check_resource(
             )
             return
     if limit < 0:
+        if policy.is_vram(resource):
+            advice = "ask for a whole number of units"
+        elif _shares(resource, policy):
+            advice = "ask for a whole number of GPUs, or a fraction between 0 and 1"
+        else:
+            advice = "ask for a whole number of GPUs"
         found.violations.append(
-            Violation(
-                "not-negative",
-                f'{where} "{limit_value}" is negative: ask for a whole number of GPUs'
-                + (", or a fraction between 0 and 1" if _shares(resource, policy) else ""),
-            )
+            Violation("not-negative", f'{where} "{limit_value}" is negative: {advice}')
         )
         return
     in_requests = request_value is not _ABSENT
@@ -132,11 +134,17 @@ def _check_vram(
         )
 
 
-def _parse(where: str, field_name: str, value: object, found: GpuRequests) -> Fraction | None:
+def _parse(
+    container: Container, field_name: str, resource: str, value: object, found: GpuRequests
+) -> Fraction | None:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        path = (*container.path, "resources", field_name, resource)
+        raise MalformedObject(path, 'must be a quantity such as "1" or "500m"')
     try:
         return parse_quantity(value)
     except QuantityError as error:
-        found.violations.append(Violation("malformed-quantity", f"{where} {field_name}: {error}"))
+        where = f"{container.label}: {resource} {field_name}"
+        found.violations.append(Violation("malformed-quantity", f"{where}: {error}"))
         return None
 
 

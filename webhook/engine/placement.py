@@ -7,7 +7,8 @@ from typing import Any
 
 from webhook.engine.findings import Violation
 from webhook.engine.patch import PatchRecorder
-from webhook.engine.pod_spec import PodView
+from webhook.engine.pod_spec import MalformedObject, PodView
+from webhook.engine.workloads import Path
 from webhook.policy.model import Placement, Toleration
 
 
@@ -50,21 +51,45 @@ def merge_node_selector(recorder: PatchRecorder, pod: PodView, entries: Mapping[
 def merge_tolerations(
     recorder: PatchRecorder, pod: PodView, tolerations: Iterable[Toleration]
 ) -> None:
-    present = {_normalised(t) for t in pod.tolerations() if isinstance(t, Mapping)}
+    """Add each toleration the pod does not already have, or one that tolerates as much."""
     path = (*pod.location.spec, "tolerations")
+    present = [_checked(t, (*path, index)) for index, t in enumerate(pod.tolerations())]
     for toleration in tolerations:
-        key = _normalised(toleration)
-        if key not in present:
+        wanted = _checked(toleration, path)
+        if not any(_covers(existing, wanted) for existing in present):
             recorder.append(path, dict(toleration))
-            present.add(key)
+            present.append(wanted)
 
 
-def _normalised(toleration: Mapping[str, Any]) -> tuple[object, ...]:
-    """Two tolerations that the scheduler treats alike compare equal (defaults filled in)."""
-    return (
-        toleration.get("key") or "",
-        toleration.get("operator") or "Equal",
-        toleration.get("value") or "",
-        toleration.get("effect") or "",
-        toleration.get("tolerationSeconds"),
-    )
+_Fields = tuple[str, str, str, str, object]
+
+
+def _checked(toleration: Any, path: Path) -> _Fields:
+    """(key, operator, value, effect, tolerationSeconds) with the API's defaults filled in."""
+    if not isinstance(toleration, Mapping):
+        raise MalformedObject(path, "a toleration must be an object")
+    fields = []
+    for name, default in (("key", ""), ("operator", "Equal"), ("value", ""), ("effect", "")):
+        value = toleration.get(name) or default
+        if not isinstance(value, str):
+            raise MalformedObject((*path, name), "must be a string")
+        fields.append(value)
+    seconds = toleration.get("tolerationSeconds")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
+        raise MalformedObject((*path, "tolerationSeconds"), "must be a whole number")
+    key, operator, value, effect = fields
+    return key, operator, value, effect, seconds
+
+
+def _covers(existing: _Fields, wanted: _Fields) -> bool:
+    """Whether a pod with `existing` already tolerates every taint `wanted` tolerates."""
+    key, operator, value, effect, seconds = existing
+    if existing == wanted:
+        return True
+    if wanted[4] is not None or seconds is not None:
+        return False  # time limits only compare as they are written
+    if effect and effect != wanted[3]:
+        return False
+    if operator == "Exists":
+        return not key or key == wanted[0]
+    return wanted[1] == "Equal" and (key, value) == (wanted[0], wanted[2])

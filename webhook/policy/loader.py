@@ -265,7 +265,11 @@ class _PolicyBuilder:
                 self.report(path, f"{product!r} is not a valid label value")
             if product in models:
                 self.report(path, f"{product!r} is listed twice")
-            models[product] = GpuModel(product, entry["memoryMiB"])
+            memory = entry["memoryMiB"]
+            if not isinstance(memory, int):
+                self.report((*base, "models", index, "memoryMiB"), "must be a whole number of MiB")
+                memory = int(memory)
+            models[product] = GpuModel(product, memory)
         return models
 
     def _env(self, entries: list[Mapping[str, Any]], base: FieldPath) -> tuple[EnvTemplate, ...]:
@@ -329,6 +333,11 @@ def env_template_problem(template: str) -> str | None:
 
 def toleration_problem(toleration: Mapping[str, Any]) -> str | None:
     operator = toleration.get("operator", "Equal")
+    key = toleration.get("key")
+    if key:
+        problem = qualified_name_problem(key)
+        if problem:
+            return f"key {key!r}: {problem}"
     if operator == "Exists" and toleration.get("value"):
         return "a toleration with operator Exists must not have a value"
     if not toleration.get("key") and operator != "Exists":

@@ -75,6 +75,15 @@ def _index_lines(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], 
     if isinstance(node, yaml.MappingNode):
         seen: set[object] = set()
         for key_node, value_node in node.value:
+            if key_node.tag != "tag:yaml.org,2002:str":
+                raise DocumentError(
+                    PolicyProblem(
+                        file,
+                        key_node.start_mark.line + 1,
+                        format_field(path),
+                        "keys must be strings (quote them)",
+                    )
+                )
             key = key_node.value
             if key in seen:
                 raise DocumentError(
