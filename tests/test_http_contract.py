@@ -263,5 +263,6 @@ def test_requests_are_decoded_into_typed_fields() -> None:
         namespace="ml",
         name="p",
         object={},
+        old_object=None,
         dry_run=True,
     )

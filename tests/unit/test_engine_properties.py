@@ -135,3 +135,154 @@ def test_pod_templates_behave_like_pods(pod: dict[str, Any]) -> None:
         "spec": {"template": {"metadata": pod["metadata"], "spec": pod["spec"]}},
     }
     check(deployment, DEPLOYMENT, lambda obj: obj["spec"]["template"]["spec"])
+
+
+FRACTIONS = st.sampled_from(["125m", "250m", "0.25", "0.5", "500m", "333m", "0.75", "900m"])
+KNOWN_MODELS = ["Tesla-T4", "NVIDIA-A100-SXM4-40GB", "NVIDIA-L4", "NVIDIA-H100-80GB-HBM3"]
+
+
+@st.composite
+def fractional_deployments(draw: st.DrawFn, fraction: Any = FRACTIONS) -> dict[str, Any]:
+    """Deployments that ask for a valid share in one or two containers."""
+    containers = []
+    for index in range(draw(st.integers(1, 2))):
+        limits: dict[str, Any] = {"memory": "1Gi"}
+        if index == 0 or draw(st.booleans()):
+            limits["nvidia.com/gpu"] = draw(fraction)
+        container: dict[str, Any] = {"name": f"c{index}", "resources": {"limits": limits}}
+        if draw(st.booleans()):
+            container["env"] = [{"name": "USER_VAR", "value": "kept"}]
+        containers.append(container)
+    spec: dict[str, Any] = {"containers": containers}
+    if draw(st.booleans()):
+        spec["nodeSelector"] = {"nvidia.com/gpu.product": draw(st.sampled_from(KNOWN_MODELS))}
+    template: dict[str, Any] = {"spec": spec}
+    if draw(st.booleans()):
+        template["metadata"] = {"labels": {"app": "x"}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"template": template},
+    }
+
+
+def mutate(deployment: dict[str, Any]) -> dict[str, Any]:
+    outcome = evaluate_pod(deployment, DEPLOYMENT, POLICY, "mutate")
+    assert outcome.violations == (), outcome.violations
+    return jsonpatch.apply_patch(deployment, list(outcome.operations))
+
+
+def asked_fractions(deployment: dict[str, Any]) -> dict[int, str]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    return {
+        index: container["resources"]["limits"]["nvidia.com/gpu"]
+        for index, container in enumerate(containers)
+        if "nvidia.com/gpu" in container["resources"]["limits"]
+    }
+
+
+def put_back(stored: dict[str, Any], fractions: dict[int, str]) -> dict[str, Any]:
+    """What a client-side `kubectl apply` sends: the stored object with the manifest's
+    fields merged in, so the fractions return beside the VRAM they became."""
+    merged = copy.deepcopy(stored)
+    containers = merged["spec"]["template"]["spec"]["containers"]
+    for index, fraction in fractions.items():
+        containers[index]["resources"]["limits"]["nvidia.com/gpu"] = fraction
+    return merged
+
+
+@settings(max_examples=120, deadline=None)
+@given(fractional_deployments())
+def test_valid_fractions_are_always_rewritten(deployment: dict[str, Any]) -> None:
+    outcome = evaluate_pod(deployment, DEPLOYMENT, POLICY, "mutate")
+    assert outcome.violations == ()
+    assert outcome.rewritten.count("->") == len(asked_fractions(deployment))
+    containers = mutate(deployment)["spec"]["template"]["spec"]["containers"]
+    for index in asked_fractions(deployment):
+        limits = containers[index]["resources"]["limits"]
+        assert "nvidia.com/gpu" not in limits and int(limits["example.com/vram"]) > 0
+
+
+@settings(max_examples=120, deadline=None)
+@given(fractional_deployments())
+def test_reapplying_the_same_manifest_changes_nothing(deployment: dict[str, Any]) -> None:
+    stored = mutate(deployment)
+    assert mutate(put_back(stored, asked_fractions(deployment))) == stored
+
+
+@settings(max_examples=120, deadline=None)
+@given(fractional_deployments(), FRACTIONS)
+def test_a_changed_share_gives_what_creating_it_anew_gives(
+    deployment: dict[str, Any], new_fraction: str
+) -> None:
+    stored = mutate(deployment)
+    changed = {index: new_fraction for index in asked_fractions(deployment)}
+    fresh = copy.deepcopy(deployment)
+    for index, fraction in changed.items():
+        fresh["spec"]["template"]["spec"]["containers"][index]["resources"]["limits"][
+            "nvidia.com/gpu"
+        ] = fraction
+    assert mutate(put_back(stored, changed)) == mutate(fresh)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+ODD_PLACES = [
+    ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"),
+    ("spec", "containers", 0, "resources", "requests"),
+    ("spec", "containers", 0, "env"),
+    ("spec", "containers", 0, "env", 0),
+    ("spec", "nodeSelector"),
+    ("spec", "nodeSelector", "nvidia.com/gpu.product"),
+    ("spec", "tolerations"),
+    ("spec", "tolerations", 0),
+    ("spec", "affinity", "nodeAffinity"),
+    (
+        "spec",
+        "affinity",
+        "nodeAffinity",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "nodeSelectorTerms",
+    ),
+    ("metadata", "annotations", "gpu-fraction"),
+    ("metadata", "annotations", "gpu-fraction-container-name"),
+    ("metadata", "annotations", "gpu-admission.example.com/shares"),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(ODD_PLACES), json_values)
+def test_odd_values_anywhere_are_denied_or_handled_never_a_crash(
+    place: tuple[Any, ...], value: Any
+) -> None:
+    from webhook.engine.pod_spec import MalformedObject
+
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p", "annotations": {"gpu-fraction": "0.5"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "a",
+                    "resources": {"limits": {"nvidia.com/gpu": "250m"}},
+                    "env": [{"name": "A", "value": "1"}],
+                }
+            ],
+            "nodeSelector": {"nvidia.com/gpu.product": "Tesla-T4"},
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+        },
+    }
+    node: Any = pod
+    for part in place[:-1]:
+        node = node[part] if isinstance(node, list) else node.setdefault(part, {})
+    node[place[-1]] = value
+    try:
+        evaluate_pod(pod, POD, POLICY, "mutate")
+        evaluate_pod(pod, POD, POLICY, "validate")
+    except MalformedObject:
+        pass

@@ -8,7 +8,7 @@ from webhook.admission.review import AdmissionRequest
 from webhook.admission.verdict import Verdict
 from webhook.engine.evaluate import Mode, evaluate_pod
 from webhook.engine.pod_spec import MalformedObject
-from webhook.engine.workloads import pod_template_location
+from webhook.engine.workloads import PodTemplateLocation, pod_template_location
 from webhook.policy.policy_set import PolicySet
 
 HANDLED_OPERATIONS = ("CREATE", "UPDATE")
@@ -28,6 +28,11 @@ def decide(request: AdmissionRequest, policies: PolicySet, mode: Mode) -> Verdic
     obj: Any = request.object
     if not isinstance(obj, dict):
         return Verdict.bad_object(f"request.object must be a {request.kind} object")
+    if _template_unchanged(obj, request.old_object, location):
+        # Scaling, relabelling, finalizers: judging the template again would patch it under a
+        # newer policy, and a ReplicaSet whose template drifts from its Deployment's is
+        # replaced by the Deployment controller.
+        return Verdict.allow()
     policy = policies.governing(request.namespace, obj)
     try:
         outcome = evaluate_pod(obj, location, policy, mode)
@@ -44,6 +49,20 @@ def decide(request: AdmissionRequest, policies: PolicySet, mode: Mode) -> Verdic
     if outcome.operations:
         return Verdict.patched(outcome.operations, warnings=outcome.warnings, audit=audit)
     return Verdict.allow(warnings=outcome.warnings, audit=audit)
+
+
+def _template_unchanged(obj: dict[str, Any], old: Any, location: PodTemplateLocation) -> bool:
+    if not isinstance(old, dict):
+        return False
+    return all(_at(obj, path) == _at(old, path) for path in (location.metadata, location.spec))
+
+
+def _at(node: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
 
 
 def _describe(request: AdmissionRequest) -> str:

@@ -43,6 +43,7 @@ class AdmissionRequest:
     namespace: str
     name: str
     object: Any
+    old_object: Any
     dry_run: bool
 
 
@@ -51,6 +52,8 @@ def decode_envelope(body: bytes) -> ReviewEnvelope:
         review = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise ReviewDecodeError(f"the body is not JSON: {error}") from None
+    except RecursionError:
+        raise ReviewDecodeError("the body is nested too deeply") from None
     if not isinstance(review, dict):
         raise ReviewDecodeError("the body is not a JSON object")
     if review.get("kind") != "AdmissionReview":
@@ -83,6 +86,7 @@ def read_request(envelope: ReviewEnvelope) -> AdmissionRequest:
         namespace=_string(raw, "namespace", "request"),
         name=_string(raw, "name", "request"),
         object=raw.get("object"),
+        old_object=raw.get("oldObject"),
         dry_run=raw.get("dryRun") is True,
     )
 

@@ -5,17 +5,20 @@ nothing and checks the object as it will be stored (other webhooks may run after
 read the pod the same way, so they never disagree on what a pod asks for.
 
 Every change is a merge that leaves what is already right alone, so a second pass over a
-mutated object (reinvocationPolicy: IfNeeded) yields no change at all.
+mutated object (reinvocationPolicy: IfNeeded) yields no change. What the webhook itself
+added is listed in a record annotation (see share_record.py), so that on a later UPDATE,
+such as `kubectl apply` putting `nvidia.com/gpu: 250m` back beside the VRAM it became, the
+webhook's own VRAM, env and pin are resized or removed instead of read as the user's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
-from webhook.engine.gpu_model import ModelChoice, choose_model
+from webhook.engine.gpu_model import ModelChoice, choose_model, owns_pin
 from webhook.engine.gpu_requests import mentions_gpu, read_gpu_requests
 from webhook.engine.patch import Operation, PatchRecorder
 from webhook.engine.placement import (
@@ -24,14 +27,17 @@ from webhook.engine.placement import (
     node_selector_conflicts,
     wanted_tolerations,
 )
-from webhook.engine.pod_spec import PodView
+from webhook.engine.pod_spec import Container, PodView
+from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.engine.shares import SizedShare, placeholder_values, size_share
 from webhook.engine.workloads import PodTemplateLocation
-from webhook.policy.defaults import FRACTION_ANNOTATION, POLICY_ANNOTATION, REWRITTEN_ANNOTATION
-from webhook.policy.model import Placement, Policy, Sharing
+from webhook.policy.defaults import FRACTION_ANNOTATION, POLICY_ANNOTATION, SHARES_ANNOTATION
+from webhook.policy.model import EnvTemplate, Placement, Policy, Sharing
+from webhook.quantity import QuantityError, parse_quantity
 
 Mode = Literal["mutate", "validate"]
 MAX_WARNING_LENGTH = 119
+ContainerKey = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -46,54 +52,77 @@ class PodOutcome:
     governed: bool = False
 
 
+@dataclass
+class SharePlan:
+    """The shares a pod asks for, one per container, and the VRAM of earlier shares that a
+    whole GPU now replaces (`stale`). `user_vram` holds VRAM the user wrote beside a
+    gpu-fraction annotation, to be compared once the share is sized."""
+
+    shares: list[ShareIntent] = field(default_factory=list)
+    stale: list[ShareIntent] = field(default_factory=list)
+    user_vram: dict[ContainerKey, int] = field(default_factory=dict)
+
+
 def evaluate_pod(
     obj: dict[str, Any], location: PodTemplateLocation, policy: Policy, mode: Mode
 ) -> PodOutcome:
     pod = PodView.read(obj, location)
     if not mentions_gpu(pod, policy):
         return PodOutcome()
+    record = ShareRecord.read(pod.annotations) if policy.sharing else ShareRecord()
     requests = read_gpu_requests(pod, policy)
     violations = list(requests.violations)
-    shares, existing_vram = _one_share_per_container(requests.shares, violations)
-    if shares and requests.whole:
-        violations.append(_mixed_pod(requests.whole[0], shares[0]))
+    plan = _plan_shares(requests.shares, requests.whole, record, violations)
+    if plan.shares and requests.whole:
+        violations.append(_mixed_pod(requests.whole[0], plan.shares[0]))
     if violations:
         return PodOutcome(violations=tuple(violations), governed=True)
-    change = _PodChange(pod, policy, mode, PatchRecorder(obj))
-    if shares:
+    change = _PodChange(pod, policy, mode, PatchRecorder(obj), record)
+    if plan.shares:
         assert policy.sharing is not None
-        change.give_shares(shares, existing_vram, policy.sharing)
-    else:
-        change.place_whole_gpus(requests.whole)
+        change.give_shares(plan, policy.sharing)
+    elif requests.whole or plan.stale:
+        change.give_whole_gpus(requests.whole, plan.stale)
     return change.outcome()
 
 
-def _container_key(intent: ShareIntent | WholeGpu) -> tuple[str, int]:
-    return intent.container.kind, intent.container.index
+def _key(container: Container) -> ContainerKey:
+    return container.kind, container.index
 
 
-def _one_share_per_container(
-    intents: list[ShareIntent], violations: list[Violation]
-) -> tuple[list[ShareIntent], dict[tuple[str, int], int]]:
-    """One share per container. The annotation form and the VRAM it was rewritten into are
-    the same share seen twice (a second pass), so the annotation wins and the VRAM already
-    given is returned for comparison."""
-    by_container: dict[tuple[str, int], list[ShareIntent]] = {}
+def _recorded_vram(record: ShareRecord, intent: ShareIntent) -> bool:
+    """Whether this VRAM is what the webhook gave the container, not what its user wrote."""
+    recorded = record.vram_of(intent.container.name)
+    if recorded is None or intent.vram_units is None:
+        return False
+    try:
+        return parse_quantity(recorded) == intent.vram_units
+    except QuantityError:
+        return False
+
+
+def _plan_shares(
+    intents: list[ShareIntent],
+    whole: list[WholeGpu],
+    record: ShareRecord,
+    violations: list[Violation],
+) -> SharePlan:
+    plan = SharePlan()
+    whole_containers = {_key(gpu.container) for gpu in whole}
+    by_container: dict[ContainerKey, list[ShareIntent]] = {}
     for intent in intents:
-        by_container.setdefault(_container_key(intent), []).append(intent)
-    shares: list[ShareIntent] = []
-    existing_vram: dict[tuple[str, int], int] = {}
+        by_container.setdefault(_key(intent.container), []).append(intent)
     for key, group in by_container.items():
-        sources = sorted(intent.source for intent in group)
-        if sources == ["annotation", "vram"]:
-            annotation = next(i for i in group if i.source == "annotation")
-            vram = next(i for i in group if i.source == "vram")
-            assert vram.vram_units is not None
-            existing_vram[key] = vram.vram_units
-            shares.append(annotation)
-        elif len(group) == 1:
-            shares.append(group[0])
-        else:
+        vram = next((i for i in group if i.source == "vram"), None)
+        ours = vram is not None and _recorded_vram(record, vram)
+        fresh = [i for i in group if i.source != "vram"]
+        if vram is not None and ours and (fresh or key in whole_containers):
+            # A fresh fraction resizes the webhook's own VRAM; a whole GPU replaces it.
+            if not fresh:
+                plan.stale.append(vram)
+                continue
+            vram = None
+        if len(fresh) > 1 or (fresh and vram is not None and fresh[0].source == "quantity"):
             asked = ", ".join(f"{i.resource} {i.written}" for i in group)
             violations.append(
                 Violation(
@@ -101,10 +130,23 @@ def _one_share_per_container(
                     f"{group[0].container.label} asks for several shares ({asked}): keep one",
                 )
             )
-    return shares, existing_vram
+        elif fresh:
+            if vram is not None and vram.vram_units is not None:
+                plan.user_vram[key] = vram.vram_units
+            plan.shares.append(fresh[0])
+        elif vram is not None:
+            plan.shares.append(vram)
+    return plan
 
 
 def _mixed_pod(whole: WholeGpu, share: ShareIntent) -> Violation:
+    if whole.container is share.container:
+        return Violation(
+            "mixed-gpu-pod",
+            f"{whole.container.label} takes whole GPUs ({whole.resource} {whole.count}) and a "
+            f"share of one ({share.resource} {share.written}): a node shares its GPUs by memory "
+            "or by card, never both, so keep one",
+        )
     return Violation(
         "mixed-gpu-pod",
         f"{whole.container.label} takes whole GPUs ({whole.resource} {whole.count}) and "
@@ -120,22 +162,30 @@ def _short(text: str) -> str:
 
 
 class _PodChange:
-    def __init__(self, pod: PodView, policy: Policy, mode: Mode, recorder: PatchRecorder):
+    def __init__(
+        self,
+        pod: PodView,
+        policy: Policy,
+        mode: Mode,
+        recorder: PatchRecorder,
+        record: ShareRecord,
+    ) -> None:
         self.pod = pod
         self.policy = policy
         self.mode = mode
         self.recorder = recorder
+        self.record = record
         self.violations: list[Violation] = []
         self.warnings: list[str] = []
         self.rewrites: list[str] = []
 
+    @property
+    def mutating(self) -> bool:
+        return self.mode == "mutate"
+
     def outcome(self) -> PodOutcome:
         if self.violations:
             return PodOutcome(violations=tuple(self.violations), governed=True)
-        if self.rewrites:
-            annotations = (*self.pod.location.metadata, "annotations")
-            self.recorder.put((*annotations, POLICY_ANNOTATION), self.policy.name)
-            self.recorder.put((*annotations, REWRITTEN_ANNOTATION), "; ".join(self.rewrites))
         return PodOutcome(
             operations=tuple(self.recorder.operations),
             document=self.recorder.document,
@@ -144,79 +194,131 @@ class _PodChange:
             governed=True,
         )
 
-    def place_whole_gpus(self, whole: list[WholeGpu]) -> None:
-        if self.mode == "mutate":
-            resources = [gpu.resource for gpu in whole]
-            why = f'policy "{self.policy.name}" for whole GPUs'
-            self._place(self.policy.whole_gpu, resources, {}, why)
+    # Whole GPUs ----------------------------------------------------------------------
 
-    def give_shares(
-        self,
-        intents: list[ShareIntent],
-        existing_vram: Mapping[tuple[str, int], int],
-        sharing: Sharing,
-    ) -> None:
-        choice = choose_model(self.pod, sharing, self.policy.name)
+    def give_whole_gpus(self, whole: list[WholeGpu], stale: list[ShareIntent]) -> None:
+        if not self.mutating:
+            return
+        for intent in stale:
+            self._remove_share(intent)
+        if stale:
+            self._drop_record()
+        if whole:
+            why = f'policy "{self.policy.name}" for whole GPUs'
+            self._place(self.policy.whole_gpu, [gpu.resource for gpu in whole], {}, why)
+
+    def _remove_share(self, intent: ShareIntent) -> None:
+        resources = (*intent.container.path, "resources")
+        self.recorder.remove((*resources, "limits", intent.resource))
+        if intent.resource in intent.container.requests:
+            self.recorder.remove((*resources, "requests", intent.resource))
+        recorded = self.record.containers.get(intent.container.name)
+        managed = set(recorded.env) if recorded else set()
+        removed = [
+            index
+            for index, item in enumerate(intent.container.env())
+            if isinstance(item, Mapping) and item.get("name") in managed
+        ]
+        for index in reversed(removed):
+            self.recorder.remove((*intent.container.path, "env", index))
+        self.warnings.append(f"{intent.container.label}: whole GPUs replace its earlier share")
+
+    def _drop_record(self) -> None:
+        sharing = self.policy.sharing
+        assert sharing is not None
+        if owns_pin(self.pod, sharing, self.record):
+            self.recorder.remove((*self.pod.location.spec, "nodeSelector", sharing.model_label))
+        annotations = (*self.pod.location.metadata, "annotations")
+        for key in (SHARES_ANNOTATION, POLICY_ANNOTATION):
+            if key in self.pod.annotations:
+                self.recorder.remove((*annotations, key))
+
+    # Shares --------------------------------------------------------------------------
+
+    def give_shares(self, plan: SharePlan, sharing: Sharing) -> None:
+        choice = choose_model(self.pod, sharing, self.policy.name, self.record)
         if isinstance(choice, Violation):
             self.violations.append(choice)
             return
         shares: list[SizedShare] = []
-        for intent in intents:
+        for intent in plan.shares:
             sized = size_share(intent, choice.model, sharing)
             if isinstance(sized, Violation):
                 self.violations.append(sized)
                 continue
-            given = existing_vram.get(_container_key(intent))
-            if given is not None and given != sized.units:
-                self.violations.append(_annotation_disagrees(sized, given, sharing))
+            written = plan.user_vram.get(_key(intent.container))
+            if written is not None and written != sized.units:
+                self.violations.append(_annotation_disagrees(sized, written, sharing))
                 continue
             shares.append(sized)
         if self.violations:
             return
+        entries: dict[str, ContainerShare] = {}
         for share in shares:
-            if _needs_rewrite(share, existing_vram):
-                self._rewrite_resources(share, sharing)
-        pin = self._pin(choice, sharing)
-        if self.mode == "mutate":
+            asked = self._resize(share, sharing)
+            env = self._give_env(share, sharing)
+            entries[share.intent.container.name] = ContainerShare(asked, str(share.units), env)
+        if self.mutating:
+            self._pin_model(choice, sharing)
             why = f'policy "{self.policy.name}" for shared GPUs'
-            self._place(sharing.placement, [sharing.vram_resource], pin, why)
-        for share in shares:
-            self._give_env(share, sharing)
+            self._place(sharing.placement, [sharing.vram_resource], {}, why)
+            self._write_record(ShareRecord(choice.model.product, choice.pin, entries))
 
-    def _pin(self, choice: ModelChoice, sharing: Sharing) -> dict[str, str]:
-        if choice.pinned or sharing.single_model_pool:
-            return {}
-        if self.mode == "mutate":
-            self.warnings.append(
-                f"pinned to {sharing.model_label}={choice.model.product}, {choice.how}"
-            )
-        return {sharing.model_label: choice.model.product}
+    def _asked(self, intent: ShareIntent) -> str:
+        if intent.source == "annotation":
+            return f"{FRACTION_ANNOTATION}={intent.written}"
+        recorded = self.record.containers.get(intent.container.name)
+        if intent.source == "vram" and recorded is not None and _recorded_vram(self.record, intent):
+            return recorded.asked
+        return f"{intent.resource}={intent.written}"
 
-    def _rewrite_resources(self, share: SizedShare, sharing: Sharing) -> None:
+    def _resize(self, share: SizedShare, sharing: Sharing) -> str:
+        """Give the container its VRAM; the text of what it asked for is returned."""
         intent = share.intent
         container = intent.container
-        if self.mode == "validate":
-            self.violations.append(_not_rewritten(intent, sharing))
-            return
-        resources = (*container.path, "resources")
+        asked = self._asked(intent)
+        if intent.source == "vram":
+            return asked
         units = str(share.units)
+        current = container.limits.get(sharing.vram_resource)
+        if intent.source == "annotation" and _same_amount(current, share.units):
+            return asked
+        if not self.mutating:
+            self.violations.append(_not_rewritten(intent, sharing))
+            return asked
+        resources = (*container.path, "resources")
         self.recorder.put((*resources, "limits", sharing.vram_resource), units)
         # A Pod's requests are what the apiserver defaulted from limits; a template's are the
-        # user's: give requests only where they were.
-        if intent.in_requests or (intent.source == "annotation" and self.pod.location.is_pod):
+        # user's: give requests only where there were some.
+        if (
+            intent.in_requests
+            or sharing.vram_resource in container.requests
+            or (intent.source == "annotation" and self.pod.location.is_pod)
+        ):
             self.recorder.put((*resources, "requests", sharing.vram_resource), units)
         if intent.source == "quantity":
             self.recorder.remove((*resources, "limits", intent.resource))
             if intent.resource in container.requests:
                 self.recorder.remove((*resources, "requests", intent.resource))
-        asked = (
-            f"{FRACTION_ANNOTATION}={intent.written}"
-            if intent.source == "annotation"
-            else f"{intent.resource}={intent.written}"
-        )
         given = f"{sharing.vram_resource}={units} {sharing.unit} of {share.model.product}"
         self.rewrites.append(f"{container.name}: {asked} -> {given}")
         self.warnings.append(f"{container.label}: {asked} rewritten to {given}")
+        return asked
+
+    def _pin_model(self, choice: ModelChoice, sharing: Sharing) -> None:
+        label = sharing.model_label
+        path = (*self.pod.location.spec, "nodeSelector", label)
+        if choice.pin:
+            if self.pod.node_selector().get(label) != choice.model.product:
+                self.warnings.append(f"pinned to {label}={choice.model.product}, {choice.how}")
+            self.recorder.put(path, choice.model.product)
+        elif owns_pin(self.pod, sharing, self.record):
+            self.recorder.remove(path)
+
+    def _write_record(self, record: ShareRecord) -> None:
+        annotations = (*self.pod.location.metadata, "annotations")
+        self.recorder.put((*annotations, POLICY_ANNOTATION), self.policy.name)
+        self.recorder.put((*annotations, SHARES_ANNOTATION), record.encode())
 
     def _place(
         self, placement: Placement, resources: list[str], extra: Mapping[str, str], why: str
@@ -229,40 +331,58 @@ class _PodChange:
         merge_node_selector(self.recorder, self.pod, selector)
         merge_tolerations(self.recorder, self.pod, wanted_tolerations(placement, resources))
 
-    def _give_env(self, share: SizedShare, sharing: Sharing) -> None:
+    # Env -----------------------------------------------------------------------------
+
+    def _give_env(self, share: SizedShare, sharing: Sharing) -> tuple[str, ...]:
+        """Set the policy's variables; the names the webhook manages are returned."""
         container = share.intent.container
-        present = {
-            item["name"]: item
-            for item in container.env()
-            if isinstance(item, Mapping) and isinstance(item.get("name"), str)
-        }
+        recorded = self.record.containers.get(container.name)
+        managed = set(recorded.env) if recorded else set()
+        present: dict[str, tuple[int, Mapping[str, Any]]] = {}
+        for index, item in enumerate(container.env()):
+            if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                present.setdefault(item["name"], (index, item))
         values = placeholder_values(share, sharing)
+        kept: list[str] = []
+        removed: list[int] = []
+        env_path = (*container.path, "env")
         for template in sharing.env:
             value = template.value.format_map(values)
+            existing = present.get(template.name)
             replaced_by = next((name for name in template.unless_set if name in present), None)
             if replaced_by is not None:
                 if template.enforce:
-                    self.violations.append(
-                        _env_replaced(share, template.name, replaced_by, self.policy)
-                    )
+                    self.violations.append(_env_replaced(share, template, replaced_by, self.policy))
+                elif existing is not None and template.name in managed:
+                    removed.append(existing[0])
                 continue
-            existing = present.get(template.name)
-            if existing is None and self.mode == "mutate":
-                self.recorder.append(
-                    (*container.path, "env"), {"name": template.name, "value": value}
-                )
+            if existing is None:
+                if self.mutating:
+                    self.recorder.append(env_path, {"name": template.name, "value": value})
+                    kept.append(template.name)
+                elif template.enforce:
+                    self.violations.append(_env_wrong(share, template, None, value, self.policy))
                 continue
-            matches = existing is not None and existing.get("value") == value
-            if template.enforce and not (matches and "valueFrom" not in existing):
-                self.violations.append(
-                    _env_not_allowed(share, template.name, existing, value, self.policy)
-                )
+            index, item = existing
+            right = item.get("value") == value and "valueFrom" not in item
+            if template.name in managed:
+                kept.append(template.name)
+                if not right and self.mutating:
+                    self.recorder.set((*env_path, index), {"name": template.name, "value": value})
+                    continue
+            if not right and template.enforce:
+                self.violations.append(_env_wrong(share, template, item, value, self.policy))
+        if self.mutating:
+            for index in sorted(removed, reverse=True):
+                self.recorder.remove((*env_path, index))
+        return tuple(sorted(kept))
 
 
-def _needs_rewrite(share: SizedShare, existing_vram: Mapping[tuple[str, int], int]) -> bool:
-    if share.intent.source == "quantity":
-        return True
-    return share.intent.source == "annotation" and _container_key(share.intent) not in existing_vram
+def _same_amount(written: object, units: int) -> bool:
+    try:
+        return written is not None and parse_quantity(written) == units
+    except QuantityError:
+        return False
 
 
 def _not_rewritten(intent: ShareIntent, sharing: Sharing) -> Violation:
@@ -278,35 +398,45 @@ def _not_rewritten(intent: ShareIntent, sharing: Sharing) -> Violation:
     )
 
 
-def _annotation_disagrees(share: SizedShare, given: int, sharing: Sharing) -> Violation:
+def _annotation_disagrees(share: SizedShare, written: int, sharing: Sharing) -> Violation:
     return Violation(
         "annotation-conflict",
         f"{share.intent.container.label}: annotation {FRACTION_ANNOTATION}={share.intent.written} "
         f"is {share.units} {sharing.unit} of a {share.model.product}, but the container asks for "
-        f"{sharing.vram_resource} {given}: keep one of the two",
+        f"{sharing.vram_resource} {written}: keep one of the two",
     )
 
 
-def _env_replaced(share: SizedShare, name: str, replaced_by: str, policy: Policy) -> Violation:
+def _env_replaced(
+    share: SizedShare, template: EnvTemplate, replaced_by: str, policy: Policy
+) -> Violation:
     return Violation(
         "env-enforced",
-        f"{share.intent.container.label}: env {replaced_by} stands in for {name}, which policy "
-        f'"{policy.name}" sets for its share of the GPU: remove {replaced_by} from the pod',
+        f"{share.intent.container.label}: env {replaced_by} stands in for {template.name}, "
+        f'which policy "{policy.name}" sets for its share of the GPU: remove {replaced_by}',
     )
 
 
-def _env_not_allowed(
-    share: SizedShare, name: str, existing: Mapping[str, Any] | None, value: str, policy: Policy
+def _env_wrong(
+    share: SizedShare,
+    template: EnvTemplate,
+    existing: Mapping[str, Any] | None,
+    value: str,
+    policy: Policy,
 ) -> Violation:
     label = share.intent.container.label
+    what = f'policy "{policy.name}" sets it to "{value}" for its share of the GPU'
     if existing is None:
-        found = "is not set"
-    elif "valueFrom" in existing:
-        found = "is set from a reference"
-    else:
-        found = f'is "{existing.get("value")}"'
+        return Violation(
+            "env-enforced",
+            f'{label}: env {template.name} is not set, but {what}: set it to "{value}"',
+        )
+    found = (
+        "is set from a reference"
+        if "valueFrom" in existing
+        else f'is "{existing.get("value") or ""}"'
+    )
     return Violation(
         "env-enforced",
-        f'{label}: env {name} {found}, but policy "{policy.name}" sets it to "{value}" for its '
-        f"share of the GPU: remove it from the pod",
+        f"{label}: env {template.name} {found}, but {what}: remove it from the pod",
     )

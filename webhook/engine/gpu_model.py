@@ -1,44 +1,42 @@
 """Which GPU model a pod's share is measured against.
 
-The model a pod names, through `nodeSelector` or a required node affinity on the model label,
-else the policy's default model. A memory fraction is only right on the card it was computed
-for, so `pinned` says whether the pod already keeps to that card.
+The models a pod may run on by its own `nodeSelector` and required node affinity on the model
+label; else the model recorded when the pod (or its template) was rewritten; else the
+policy's default model. A memory fraction is only right on the card it was computed for, so
+`pin` says whether the pod must get (or keep) `nodeSelector: {<label>: <model>}` from us.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.engine.findings import Violation
 from webhook.engine.pod_spec import MalformedObject, PodView
+from webhook.engine.share_record import ShareRecord
+from webhook.engine.workloads import Path
 from webhook.policy.model import GpuModel, Sharing
 
 
 @dataclass(frozen=True)
 class ModelChoice:
     model: GpuModel
-    pinned: bool
+    pin: bool
     how: str
 
 
-def choose_model(pod: PodView, sharing: Sharing, policy_name: str) -> ModelChoice | Violation:
+def choose_model(
+    pod: PodView, sharing: Sharing, policy_name: str, record: ShareRecord
+) -> ModelChoice | Violation:
     label = sharing.model_label
-    named = _named_models(pod, label)
+    named = _named_models(pod, sharing, ignore_selector=owns_pin(pod, sharing, record))
     if named is None:
-        if sharing.default_model is None:
-            return Violation(
-                "model-required",
-                f'policy "{policy_name}" has no default GPU model: select one with nodeSelector '
-                f"{label}: <model> ({_known(sharing)})",
-            )
-        model = sharing.models[sharing.default_model]
-        return ModelChoice(model, pinned=False, how=f'the default model of policy "{policy_name}"')
+        return _unnamed(sharing, policy_name, record)
     if not named:
         return Violation(
             "model-conflict",
-            f"nodeSelector and node affinity on {label} name different GPU models: no node matches",
+            f"no GPU model satisfies the pod's nodeSelector and node affinity on {label}",
         )
     unknown = sorted(product for product in named if product not in sharing.models)
     if unknown:
@@ -48,26 +46,57 @@ def choose_model(pod: PodView, sharing: Sharing, policy_name: str) -> ModelChoic
             f"knows ({_known(sharing)}): select one of those, or add it to spec.sharing.models",
         )
     models = sorted((sharing.models[product] for product in named), key=lambda m: m.product)
-    if len({model.memory_mib for model in models}) > 1:
-        listed = ", ".join(f"{m.product} ({m.memory_mib} MiB)" for m in models)
-        return Violation(
-            "model-ambiguous",
-            f"the pod may run on GPU models with different memory ({listed}): a share must be "
-            f"measured against one, so select a single {label}",
+    if len({model.memory_mib for model in models}) == 1:
+        return ModelChoice(models[0], pin=False, how=f"{label} selected by the pod")
+    if sharing.default_model in named:
+        # The pod allows several cards; measuring against the default one and pinning it
+        # there narrows what the pod asked for without contradicting it.
+        model = sharing.models[sharing.default_model]
+        return ModelChoice(model, pin=True, how=f'the default model of policy "{policy_name}"')
+    listed = ", ".join(f"{m.product} ({m.memory_mib} MiB)" for m in models)
+    return Violation(
+        "model-ambiguous",
+        f"the pod may run on GPU models with different memory ({listed}): a share must be "
+        f"measured against one, so select a single {label}",
+    )
+
+
+def owns_pin(pod: PodView, sharing: Sharing, record: ShareRecord) -> bool:
+    """Whether the pod's nodeSelector on the model label is the pin this webhook added."""
+    selected = pod.node_selector().get(sharing.model_label)
+    return record.pinned and record.model is not None and selected == record.model
+
+
+def _unnamed(sharing: Sharing, policy_name: str, record: ShareRecord) -> ModelChoice | Violation:
+    if record.model is not None and record.model in sharing.models:
+        return ModelChoice(
+            sharing.models[record.model], pin=record.pinned, how="the model it was sized for"
         )
-    return ModelChoice(models[0], pinned=True, how=f"{label} selected by the pod")
+    if sharing.default_model is None:
+        return Violation(
+            "model-required",
+            f'policy "{policy_name}" has no default GPU model: select one with nodeSelector '
+            f"{sharing.model_label}: <model> ({_known(sharing)})",
+        )
+    model = sharing.models[sharing.default_model]
+    return ModelChoice(
+        model,
+        pin=not sharing.single_model_pool,
+        how=f'the default model of policy "{policy_name}"',
+    )
 
 
 def _known(sharing: Sharing) -> str:
     return "known: " + ", ".join(sharing.models)
 
 
-def _named_models(pod: PodView, label: str) -> set[str] | None:
+def _named_models(pod: PodView, sharing: Sharing, *, ignore_selector: bool) -> set[str] | None:
     """The models the pod may run on by its own selectors, or None when it names none."""
-    selected = pod.node_selector().get(label)
+    label = sharing.model_label
+    selected = None if ignore_selector else pod.node_selector().get(label)
     if selected is not None and not isinstance(selected, str):
         raise MalformedObject((*pod.location.spec, "nodeSelector", label), "must be a string")
-    from_affinity = _affinity_models(pod, label)
+    from_affinity = _affinity_models(pod, label, sharing.models)
     if selected is None:
         return from_affinity
     if from_affinity is None:
@@ -75,31 +104,49 @@ def _named_models(pod: PodView, label: str) -> set[str] | None:
     return {selected} & from_affinity
 
 
-def _affinity_models(pod: PodView, label: str) -> set[str] | None:
+def _affinity_models(pod: PodView, label: str, catalogue: Collection[str]) -> set[str] | None:
     """Models allowed by a required node affinity. Terms are ORed, so the pod is held to a set
-    of models only when every term restricts the label with `In`."""
+    of models only when every term restricts the label."""
     terms = pod.required_node_selector_terms()
     if not terms:
         return None
+    base: Path = (
+        *pod.location.spec,
+        "affinity",
+        "nodeAffinity",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "nodeSelectorTerms",
+    )
     allowed: set[str] = set()
-    for term in terms:
-        values = _term_models(term, label)
+    for index, term in enumerate(terms):
+        values = _term_models(term, label, catalogue, (*base, index))
         if values is None:
             return None
         allowed |= values
     return allowed
 
 
-def _term_models(term: Any, label: str) -> set[str] | None:
+def _term_models(term: Any, label: str, catalogue: Collection[str], path: Path) -> set[str] | None:
+    """The models one term allows (expressions are ANDed), or None if it leaves them open."""
     if not isinstance(term, Mapping):
-        return None
+        raise MalformedObject(path, "must be an object")
     expressions = term.get("matchExpressions") or []
-    restricted: set[str] | None = None
-    for expression in expressions if isinstance(expressions, list) else []:
+    if not isinstance(expressions, list):
+        raise MalformedObject((*path, "matchExpressions"), "must be a list")
+    allowed: set[str] | None = None
+    for index, expression in enumerate(expressions):
         if not isinstance(expression, Mapping) or expression.get("key") != label:
             continue
-        if expression.get("operator") != "In":
+        operator = expression.get("operator")
+        if operator == "DoesNotExist":
+            return set()
+        if operator not in ("In", "NotIn"):
             continue
-        values = {v for v in expression.get("values") or [] if isinstance(v, str)}
-        restricted = values if restricted is None else restricted & values
-    return restricted
+        values = expression.get("values") or []
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise MalformedObject((*path, "matchExpressions", index, "values"), "must be strings")
+        if operator == "In":
+            allowed = set(values) if allowed is None else allowed & set(values)
+        else:
+            allowed = (set(catalogue) if allowed is None else allowed) - set(values)
+    return allowed

@@ -31,7 +31,7 @@ ENV_PLACEHOLDERS = ("fraction", "percent", "amount", "unit", "mib", "bytes", "mo
 
 # Annotations this product writes on the pods (and pod templates) it rewrites.
 POLICY_ANNOTATION = f"{API_GROUP}/policy"
-REWRITTEN_ANNOTATION = f"{API_GROUP}/rewritten"
+SHARES_ANNOTATION = f"{API_GROUP}/shares"
 
 # The pod annotations that KAI Scheduler and Run:ai users already write for a fraction.
 FRACTION_ANNOTATION = "gpu-fraction"

@@ -1,0 +1,74 @@
+"""The record of what the webhook manages in a pod, kept in one annotation.
+
+Later passes read it to tell the webhook's own changes from the user's: the VRAM it sized
+(which a fresh fraction may resize, or a whole GPU replace), the env variables it injected
+(recomputed when the share or the model changes, where a user's own value would stay), and
+whether it pinned the model. Pods created from a rewritten template inherit it, so they
+are measured against the same model even when their controller rewrote the node affinity
+that named it (a DaemonSet binds its pods to a node by name).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.policy.defaults import SHARES_ANNOTATION
+
+
+@dataclass(frozen=True)
+class ContainerShare:
+    asked: str
+    vram: str
+    env: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShareRecord:
+    model: str | None = None
+    pinned: bool = False
+    containers: Mapping[str, ContainerShare] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, annotations: Mapping[str, Any]) -> ShareRecord:
+        """The record in `annotations`; one that does not parse counts as none, so that the
+        pod is judged afresh rather than refused for an annotation a person edited."""
+        text = annotations.get(SHARES_ANNOTATION)
+        if not isinstance(text, str):
+            return cls()
+        try:
+            data = json.loads(text)
+            return cls(
+                model=_optional_string(data.get("model")),
+                pinned=data.get("pinned") is True,
+                containers={
+                    name: ContainerShare(
+                        asked=str(entry["asked"]),
+                        vram=str(entry["vram"]),
+                        env=tuple(str(name) for name in entry.get("env", ())),
+                    )
+                    for name, entry in data["containers"].items()
+                },
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return cls()
+
+    def encode(self) -> str:
+        containers = {
+            name: {"asked": share.asked, "vram": share.vram, "env": list(share.env)}
+            for name, share in sorted(self.containers.items())
+        }
+        data = {"model": self.model, "pinned": self.pinned, "containers": containers}
+        return json.dumps(data, separators=(",", ":"))
+
+    def vram_of(self, container: str) -> str | None:
+        share = self.containers.get(container)
+        return share.vram if share else None
+
+
+def _optional_string(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError("model must be a string")
