@@ -16,8 +16,7 @@ import pytest
 
 from tests.support.server import GUNICORN_COMMAND, REPO_ROOT, WebhookClient, WebhookServer
 from webhook.admission.review import AdmissionRequest
-from webhook.policy.model import Policy
-from webhook.policy.policy_set import PolicySet
+from webhook.policy.policy_set import PolicySet, Selection
 from webhook.server.app import create_app
 from webhook.server.settings import Settings
 
@@ -189,7 +188,7 @@ def test_kinds_without_a_pod_spec_pass_untouched(client: WebhookClient) -> None:
 
 
 class ExplodingPolicies(PolicySet):
-    def governing(self, namespace: str, obj: Any) -> Policy:
+    def select(self, namespace: str, object_labels: Any, namespace_labels: Any) -> Selection:
         raise RuntimeError("a bug")
 
 

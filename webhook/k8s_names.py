@@ -7,6 +7,7 @@ import re
 _NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_NAMESPACE_PATTERN = re.compile(r"[a-z0-9*?]([-a-z0-9*?]*[a-z0-9*?])?")
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 
@@ -49,3 +50,8 @@ def is_label_value(text: str) -> bool:
 
 def is_env_name(text: str) -> bool:
     return _ENV_NAME.fullmatch(text) is not None
+
+
+def is_namespace_pattern(text: str) -> bool:
+    """A namespace name (a DNS label), in which * and ? may stand for characters."""
+    return len(text) <= 63 and _NAMESPACE_PATTERN.fullmatch(text) is not None

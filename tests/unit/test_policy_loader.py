@@ -176,6 +176,53 @@ BAD_SPECS = [
         "must be the name of another environment variable",
     ),
     ("spec:\n  wholeGPU: {}\n  wholeGPU: {}\n", 7, "spec.wholeGPU", "appears twice"),
+    (
+        "spec:\n  match:\n    namespaces: [ml-*, 'Team_A']\n",
+        7,
+        "spec.match.namespaces[1]",
+        "neither a namespace name nor a glob",
+    ),
+    (
+        "spec:\n  match:\n    namespaceSelector:\n      matchExpressions:\n"
+        "        - {key: tier, operator: In}\n",
+        9,
+        "spec.match.namespaceSelector.matchExpressions[0].values",
+        "operator In needs values",
+    ),
+    (
+        "spec:\n  match:\n    objectSelector:\n      matchExpressions:\n"
+        "        - {key: tier, operator: Exists, values: [a]}\n",
+        9,
+        "spec.match.objectSelector.matchExpressions[0].values",
+        "operator Exists takes no values",
+    ),
+    (
+        "spec:\n  match:\n    namespaceSelector:\n      matchLabels: {tier: gold}\n"
+        "      matchExpressions:\n        - {key: tier, operator: NotIn, values: [gold]}\n",
+        8,
+        "spec.match.namespaceSelector",
+        "contradict each other: it matches nothing",
+    ),
+    (
+        "spec:\n  match:\n    objectSelector:\n      matchLabels: {'bad key!': x}\n",
+        8,
+        "spec.match.objectSelector.matchLabels.bad key!",
+        "label key 'bad key!'",
+    ),
+    (
+        "spec:\n  match:\n    namespaceSelector:\n      matchOperators: []\n",
+        8,
+        "spec.match.namespaceSelector.matchOperators",
+        "unknown field",
+    ),
+    (
+        "spec:\n  match:\n    namespaces: [ml-*]\n  exclude:\n    namespaces: ['*']\n",
+        9,
+        "spec.exclude",
+        "leaves out everything spec.match selects",
+    ),
+    ("spec:\n  exclude: {}\n", 6, "spec.exclude", "should be non-empty"),
+    ("spec:\n  priority: high\n", 6, "spec.priority", "must be of type integer"),
 ]
 
 
@@ -242,7 +289,93 @@ def test_configmap_mount_layout_is_read_through_its_links(tmp_path: Path) -> Non
     assert policy.name == "team"
 
 
-def test_this_version_serves_one_policy(tmp_path: Path) -> None:
-    write_policy(tmp_path, HEADER + "spec: {}\n---\n" + HEADER.replace("team", "b") + "spec: {}\n")
-    with pytest.raises(PolicyLoadError, match="holds 2 policies"):
-        PolicySet.load(tmp_path)
+def test_the_built_in_policy_name_is_reserved(tmp_path: Path) -> None:
+    write_policy(tmp_path, HEADER.replace("name: team", "name: built-in") + "spec: {}\n")
+    problems = load_problems(tmp_path)
+    assert any("metadata.name: 'built-in' is reserved" in problem for problem in problems)
+
+
+def policy_text(name: str, spec: str) -> str:
+    return HEADER.replace("name: team", f"name: {name}") + "spec:\n" + spec
+
+
+# Two policies at one priority: (spec of a, spec of b, whether they could govern one object)
+PAIRS = [
+    ("  {}\n", "  {}\n", True),
+    ("  match: {namespaces: [ml]}\n", "  match: {namespaces: [web]}\n", False),
+    ("  match: {namespaces: [ml]}\n", "  match: {namespaces: [ml, web]}\n", True),
+    ("  match: {namespaces: [ml-*]}\n", "  match: {namespaces: [ml-team]}\n", True),
+    ("  match: {namespaces: [ml-*]}\n", "  match: {namespaces: ['*-prod']}\n", True),
+    ("  match: {namespaces: [ml-*]}\n", "  match: {namespaces: [web-*]}\n", False),
+    ("  match: {namespaces: [kube-system]}\n", "  {}\n", False),
+    ("  match: {namespaces: [kube-system]}\n", "  match: {namespaces: [kube-*]}\n", False),
+    (
+        "  match: {namespaceSelector: {matchLabels: {gpu-sharing: enabled}}}\n",
+        "  match: {namespaceSelector: {matchLabels: {gpu-sharing: disabled}}}\n",
+        False,
+    ),
+    (
+        "  match: {namespaceSelector: {matchLabels: {gpu-sharing: enabled}}}\n",
+        "  match: {namespaceSelector: {matchLabels: {env: prod}}}\n",
+        True,
+    ),
+    (
+        "  match: {namespaceSelector: {matchExpressions: [{key: env, operator: Exists}]}}\n",
+        "  match: {namespaceSelector: {matchExpressions: [{key: env, operator: DoesNotExist}]}}\n",
+        False,
+    ),
+    (
+        "  match: {objectSelector: {matchExpressions: [{key: t, operator: NotIn, values: [a]}]}}\n",
+        "  match: {objectSelector: {matchExpressions: [{key: t, operator: In, values: [a, b]}]}}\n",
+        True,
+    ),
+    (
+        "  match: {namespaces: [ml]}\n",
+        "  match: {namespaces: [web], objectSelector: {matchLabels: {a: b}}}\n",
+        False,
+    ),
+    # an exclusion that covers the other's whole match keeps them apart
+    (
+        "  exclude: {namespaces: [prod-*]}\n",
+        "  match: {namespaces: [prod-*]}\n",
+        False,
+    ),
+    (
+        "  exclude: {namespaceSelector: {matchLabels: {env: prod}}}\n",
+        "  match:\n    namespaceSelector: {matchLabels: {env: prod, tier: gold}}\n",
+        False,
+    ),
+    # one that covers only part of it does not
+    (
+        "  exclude: {namespaces: [prod-a]}\n",
+        "  match: {namespaces: [prod-*]}\n",
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "overlap"), PAIRS)
+def test_policies_of_one_priority_must_not_overlap(
+    tmp_path: Path, a: str, b: str, overlap: bool
+) -> None:
+    write_policy(tmp_path, policy_text("alpha", a), "a.yaml")
+    write_policy(tmp_path, policy_text("beta", b), "b.yaml")
+    if not overlap:
+        assert len(PolicySet.load(tmp_path).policies) == 2
+        return
+    (problem,) = load_problems(tmp_path)
+    assert problem.startswith(f"{tmp_path / 'b.yaml'}:4: spec.match: policy 'beta' ")
+    assert f"as policy 'alpha' ({tmp_path / 'a.yaml'}:4) at the same priority 0" in problem
+
+
+def test_a_priority_settles_an_overlap(tmp_path: Path) -> None:
+    write_policy(tmp_path, policy_text("alpha", "  {}\n"), "a.yaml")
+    write_policy(tmp_path, policy_text("beta", "  priority: 10\n"), "b.yaml")
+    assert {policy.name for policy in PolicySet.load(tmp_path).policies} == {"alpha", "beta"}
+
+
+def test_overlaps_are_reported_whatever_the_file_order(tmp_path: Path) -> None:
+    write_policy(tmp_path, policy_text("alpha", "  {}\n"), "z.yaml")
+    write_policy(tmp_path, policy_text("beta", "  {}\n"), "a.yaml")
+    (problem,) = load_problems(tmp_path)
+    assert "'alpha'" in problem and "'beta'" in problem

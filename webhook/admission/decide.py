@@ -7,14 +7,21 @@ from typing import Any
 from webhook.admission.review import AdmissionRequest
 from webhook.admission.verdict import Verdict
 from webhook.engine.evaluate import Mode, evaluate_pod
-from webhook.engine.pod_spec import MalformedObject
+from webhook.engine.pod_spec import MalformedObject, pod_labels
 from webhook.engine.workloads import PodTemplateLocation, pod_template_location
+from webhook.policy.namespace_labels import NamespaceLabelSource, NoCluster
 from webhook.policy.policy_set import PolicySet
 
 HANDLED_OPERATIONS = ("CREATE", "UPDATE")
+_NO_CLUSTER = NoCluster()
 
 
-def decide(request: AdmissionRequest, policies: PolicySet, mode: Mode) -> Verdict:
+def decide(
+    request: AdmissionRequest,
+    policies: PolicySet,
+    mode: Mode,
+    namespace_labels: NamespaceLabelSource | None = None,
+) -> Verdict:
     # Operations, subresources and kinds without a pod spec pass before any policy work.
     if request.operation not in HANDLED_OPERATIONS or request.sub_resource:
         return Verdict.allow()
@@ -33,7 +40,12 @@ def decide(request: AdmissionRequest, policies: PolicySet, mode: Mode) -> Verdic
         # newer policy, and a ReplicaSet whose template drifts from its Deployment's is
         # replaced by the Deployment controller.
         return Verdict.allow()
-    policy = policies.governing(request.namespace, obj)
+    try:
+        labels = pod_labels(obj, location)
+    except MalformedObject as error:
+        return Verdict.bad_object(f"{_describe(request)}: {error}")
+    selection = policies.select(request.namespace, labels, namespace_labels or _NO_CLUSTER)
+    policy = selection.policy
     try:
         outcome = evaluate_pod(obj, location, policy, mode)
     except MalformedObject as error:
@@ -41,14 +53,15 @@ def decide(request: AdmissionRequest, policies: PolicySet, mode: Mode) -> Verdic
     if not outcome.governed:
         return Verdict.allow()
     audit = {"policy": policy.name}
+    warnings = (*selection.warnings(request.namespace), *outcome.warnings)
     if outcome.violations:
         message = "; ".join(violation.message for violation in outcome.violations)
-        return Verdict.deny(f"{_describe(request)}: {message}", audit=audit)
+        return Verdict.deny(f"{_describe(request)}: {message}", warnings=warnings, audit=audit)
     if outcome.rewritten:
         audit["rewritten"] = outcome.rewritten
     if outcome.operations:
-        return Verdict.patched(outcome.operations, warnings=outcome.warnings, audit=audit)
-    return Verdict.allow(warnings=outcome.warnings, audit=audit)
+        return Verdict.patched(outcome.operations, warnings=warnings, audit=audit)
+    return Verdict.allow(warnings=warnings, audit=audit)
 
 
 def _template_unchanged(obj: dict[str, Any], old: Any, location: PodTemplateLocation) -> bool:

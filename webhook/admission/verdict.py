@@ -41,9 +41,17 @@ class Verdict:
         *,
         code: int = 403,
         reason: str = "Forbidden",
+        warnings: Sequence[str] = (),
         audit: Mapping[str, str] = _EMPTY,
     ) -> Verdict:
-        return cls(False, code=code, reason=reason, message=message, audit_annotations=audit)
+        return cls(
+            False,
+            code=code,
+            reason=reason,
+            message=message,
+            warnings=tuple(warnings),
+            audit_annotations=audit,
+        )
 
     @classmethod
     def bad_object(cls, message: str) -> Verdict:

@@ -34,9 +34,9 @@ from webhook.engine.workloads import PodTemplateLocation
 from webhook.policy.defaults import FRACTION_ANNOTATION, POLICY_ANNOTATION, SHARES_ANNOTATION
 from webhook.policy.model import EnvTemplate, Placement, Policy, Sharing
 from webhook.quantity import QuantityError, parse_quantity
+from webhook.warning_text import one_line_warning
 
 Mode = Literal["mutate", "validate"]
-MAX_WARNING_LENGTH = 119
 ContainerKey = tuple[str, int]
 
 
@@ -155,12 +155,6 @@ def _mixed_pod(whole: WholeGpu, share: ShareIntent) -> Violation:
     )
 
 
-def _short(text: str) -> str:
-    """kubectl prints each warning on one line; long ones are cut, not wrapped."""
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_WARNING_LENGTH else text[: MAX_WARNING_LENGTH - 3] + "..."
-
-
 class _PodChange:
     def __init__(
         self,
@@ -189,7 +183,7 @@ class _PodChange:
         return PodOutcome(
             operations=tuple(self.recorder.operations),
             document=self.recorder.document,
-            warnings=tuple(_short(warning) for warning in self.warnings),
+            warnings=tuple(one_line_warning(warning) for warning in self.warnings),
             rewritten="; ".join(self.rewrites),
             governed=True,
         )
@@ -302,7 +296,9 @@ class _PodChange:
                 self.recorder.remove((*resources, "requests", intent.resource))
         given = f"{sharing.vram_resource}={units} {sharing.unit} of {share.model.product}"
         self.rewrites.append(f"{container.name}: {asked} -> {given}")
-        self.warnings.append(f"{container.label}: {asked} rewritten to {given}")
+        self.warnings.append(
+            f'{container.label}: {asked} rewritten to {given} by policy "{self.policy.name}"'
+        )
         return asked
 
     def _pin_model(self, choice: ModelChoice, sharing: Sharing) -> None:

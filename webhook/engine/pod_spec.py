@@ -147,3 +147,14 @@ def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Containe
                 )
             )
     return tuple(containers)
+
+
+def pod_labels(obj: Mapping[str, Any], location: PodTemplateLocation) -> Mapping[str, str]:
+    """The labels of the pod, or of the pod template: the ones a pod created from the
+    template will carry, so that a workload and its pods are judged by the same policy."""
+    path = (*location.metadata, "labels")
+    labels = _mapping(_resolve(obj, location.metadata), "labels", location.metadata)
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            raise MalformedObject((*path, key), f"must be a string, not {_json_type(value)}")
+    return labels

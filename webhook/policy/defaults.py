@@ -8,6 +8,9 @@ API_GROUP = "gpu-admission.example.com"
 API_VERSION = f"{API_GROUP}/v1alpha1"
 POLICY_KIND = "GPUPolicy"
 
+# The rules where no policy matches: every GPU rule enforced, no fraction shared.
+BUILT_IN_POLICY_NAME = "built-in"
+
 DEFAULT_GOVERNED_RESOURCES = (
     GovernedResource("nvidia.com/gpu", FractionHandling.DENY),
     GovernedResource("amd.com/gpu", FractionHandling.DENY),

@@ -19,13 +19,16 @@ from webhook.k8s_names import (
     extended_resource_problem,
     is_env_name,
     is_label_value,
+    is_namespace_pattern,
     qualified_name_problem,
 )
 from webhook.policy.defaults import (
+    BUILT_IN_POLICY_NAME,
     DEFAULT_GOVERNED_RESOURCES,
     DEFAULT_SHARE_ENV,
     ENV_PLACEHOLDERS,
 )
+from webhook.policy.label_selectors import LabelSelector, ValueSet, requirement
 from webhook.policy.model import (
     EnvTemplate,
     FractionHandling,
@@ -35,7 +38,10 @@ from webhook.policy.model import (
     Policy,
     Sharing,
 )
+from webhook.policy.namespace_patterns import NamespacePatterns
+from webhook.policy.overlaps import overlap_problems
 from webhook.policy.problems import PolicyLoadError, PolicyProblem
+from webhook.policy.scope import Scope
 from webhook.policy.yaml_documents import DocumentError, SourceDocument, read_documents
 
 SCHEMA_FILE = Path(__file__).with_name("gpupolicy-v1alpha1.schema.json")
@@ -83,6 +89,8 @@ def load_policy_directory(directory: Path) -> tuple[Policy, ...]:
             PolicyProblem(str(directory), None, "(directory)", "holds no policy documents")
         )
     problems.extend(_duplicate_names(policies))
+    if not problems:
+        problems.extend(overlap_problems(policies))
     if problems:
         raise PolicyLoadError(problems)
     return tuple(policies)
@@ -182,13 +190,79 @@ class _PolicyBuilder:
                         ("spec", "gpuResources", index, "fractions"),
                         "Rewrite needs spec.sharing (the VRAM resource and the GPU models)",
                     )
+        name: str = content["metadata"]["name"]
+        if name == BUILT_IN_POLICY_NAME:
+            self.report(
+                ("metadata", "name"),
+                f"{name!r} is reserved for the rules that apply where no policy matches",
+            )
+        match = self._scope(spec.get("match", {}), ("spec", "match"))
+        exclude = self._scope(spec["exclude"], ("spec", "exclude")) if "exclude" in spec else None
+        if exclude is not None and match.within(exclude):
+            self.report(("spec", "exclude"), "leaves out everything spec.match selects")
         return Policy(
-            name=content["metadata"]["name"],
+            name=name,
             resources=resources,
             sharing=sharing,
             whole_gpu=self._placement(spec.get("wholeGPU", {}), ("spec", "wholeGPU")),
             source=self.document.file,
+            source_line=self.document.line_of(("metadata", "name")),
+            priority=spec.get("priority", 0),
+            match=match,
+            exclude=exclude,
         )
+
+    def _scope(self, block: Mapping[str, Any], base: FieldPath) -> Scope:
+        namespaces = None
+        if "namespaces" in block:
+            patterns: list[str] = block["namespaces"]
+            for index, pattern in enumerate(patterns):
+                if not is_namespace_pattern(pattern):
+                    self.report(
+                        (*base, "namespaces", index),
+                        f"{pattern!r} is neither a namespace name nor a glob of one "
+                        "(lowercase letters, digits, '-', and the wildcards * and ?)",
+                    )
+            namespaces = NamespacePatterns(tuple(patterns))
+        return Scope(
+            namespaces=namespaces,
+            namespace_selector=self._selector(block, (*base, "namespaceSelector")),
+            object_selector=self._selector(block, (*base, "objectSelector")),
+        )
+
+    def _selector(self, parent: Mapping[str, Any], path: FieldPath) -> LabelSelector | None:
+        block = parent.get(path[-1])
+        if block is None:
+            return None
+        constraints: list[tuple[str, ValueSet]] = []
+        for key, value in block.get("matchLabels", {}).items():
+            self._check_label(path, ("matchLabels", key), key, [value])
+            constraints.append((key, ValueSet.of([value])))
+        for index, expression in enumerate(block.get("matchExpressions", [])):
+            where = ("matchExpressions", index)
+            operator = expression["operator"]
+            values: list[str] = expression.get("values", [])
+            if operator in ("In", "NotIn") and not values:
+                self.report((*path, *where, "values"), f"operator {operator} needs values")
+                continue
+            if operator in ("Exists", "DoesNotExist") and values:
+                self.report((*path, *where, "values"), f"operator {operator} takes no values")
+            self._check_label(path, where, expression["key"], values)
+            constraints.append((expression["key"], requirement(operator, values)))
+        selector = LabelSelector.build(constraints)
+        if selector.matches_nothing:
+            self.report(path, "its requirements contradict each other: it matches nothing")
+        return selector
+
+    def _check_label(
+        self, path: FieldPath, where: tuple[str | int, ...], key: str, values: list[str]
+    ) -> None:
+        problem = qualified_name_problem(key)
+        if problem:
+            self.report((*path, *where), f"label key {key!r}: {problem}")
+        for value in values:
+            if not is_label_value(value):
+                self.report((*path, *where), f"{value!r} is not a valid label value")
 
     def _resources(self, spec: Mapping[str, Any]) -> tuple[GovernedResource, ...]:
         if "gpuResources" not in spec:

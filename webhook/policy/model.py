@@ -13,6 +13,9 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Literal
 
+from webhook.policy.namespace_patterns import PROTECTED_NAMESPACE
+from webhook.policy.scope import AdmissionTarget, Match, Scope
+
 MemoryUnit = Literal["MiB", "GiB"]
 MIB_PER_UNIT: Mapping[str, int] = MappingProxyType({"MiB": 1, "GiB": 1024})
 
@@ -99,6 +102,29 @@ class Policy:
     sharing: Sharing | None = None
     whole_gpu: Placement = Placement()
     source: str = "<built-in>"
+    source_line: int | None = None
+    priority: int = 0
+    match: Scope = field(default_factory=Scope)
+    exclude: Scope | None = None
+
+    def applies_to(self, target: AdmissionTarget) -> Match:
+        """Whether this policy's match holds and its exclusion does not; UNKNOWN when that
+        depends on namespace labels the target does not have."""
+        if self.match.namespaces is None and target.namespace == PROTECTED_NAMESPACE:
+            return Match.NO
+        matched = self.match.test(target)
+        if matched is Match.NO or self.exclude is None:
+            return matched
+        excluded = self.exclude.test(target)
+        if excluded is Match.YES:
+            return Match.NO
+        return Match.UNKNOWN if excluded is Match.UNKNOWN else matched
+
+    @property
+    def needs_namespace_labels(self) -> bool:
+        return self.match.needs_namespace_labels or (
+            self.exclude is not None and self.exclude.needs_namespace_labels
+        )
 
     def governing(self, resource_name: str) -> GovernedResource | None:
         for resource in self.resources:

@@ -1,41 +1,114 @@
-"""The loaded policies, and which one governs an object."""
+"""The loaded policies, and the one that governs an object.
+
+Policies are tried from the highest `spec.priority` down, and by name within a priority;
+the loader refuses two policies of one priority that could match the same object, so the
+order by name never decides anything and file order never matters. An object no policy
+matches is governed by the built-in policy: every GPU rule enforced, no fraction shared.
+"""
 
 from __future__ import annotations
 
+import heapq
+from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from webhook.policy.defaults import BUILT_IN_POLICY_NAME, DEFAULT_GOVERNED_RESOURCES
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.model import Policy
-from webhook.policy.problems import PolicyLoadError, PolicyProblem
+from webhook.policy.namespace_labels import LabelLookup, NamespaceLabelSource
+from webhook.policy.scope import AdmissionTarget, Match
+from webhook.warning_text import one_line_warning
+
+BUILT_IN_POLICY = Policy(name=BUILT_IN_POLICY_NAME, resources=DEFAULT_GOVERNED_RESOURCES)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The governing policy, and the policies passed over because they select namespaces by
+    label and the namespace's labels are unknown (`unknown_because` says why)."""
+
+    policy: Policy
+    skipped: tuple[Policy, ...] = ()
+    unknown_because: str = ""
+
+    def warnings(self, namespace: str) -> tuple[str, ...]:
+        if not self.skipped:
+            return ()
+        names = ", ".join(f'"{policy.name}"' for policy in self.skipped)
+        # The reason goes last: a long one is cut, the policy names never are.
+        return (
+            one_line_warning(
+                f'policy "{self.policy.name}" applied; skipped {names}: labels of namespace '
+                f'"{namespace}" unknown ({self.unknown_because})'
+            ),
+        )
 
 
 @dataclass(frozen=True)
 class PolicySet:
     policies: tuple[Policy, ...]
+    fallback: Policy = BUILT_IN_POLICY
+    _ranked: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
+    _by_namespace: Mapping[str, tuple[Policy, ...]] = field(init=False, repr=False, compare=False)
+    _broad: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
+    _rank: Mapping[int, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ranked = tuple(sorted(self.policies, key=lambda p: (-p.priority, p.name)))
+        by_namespace: dict[str, list[Policy]] = defaultdict(list)
+        broad: list[Policy] = []
+        for policy in ranked:
+            names = policy.match.namespaces
+            if names is None or names.globs:
+                broad.append(policy)
+            else:
+                for name in names.exact:
+                    by_namespace[name].append(policy)
+        object.__setattr__(self, "_ranked", ranked)
+        object.__setattr__(self, "_rank", {id(p): i for i, p in enumerate(ranked)})
+        object.__setattr__(
+            self, "_by_namespace", {name: tuple(found) for name, found in by_namespace.items()}
+        )
+        object.__setattr__(self, "_broad", tuple(broad))
 
     @classmethod
     def load(cls, directory: Path) -> PolicySet:
-        policies = load_policy_directory(directory)
-        if len(policies) > 1:
-            # Choosing among several policies by namespace and labels is not built yet; until it
-            # is, a second policy is refused rather than silently ignored.
-            names = ", ".join(f"{p.name} ({p.source})" for p in policies)
-            raise PolicyLoadError(
-                [
-                    PolicyProblem(
-                        str(directory),
-                        None,
-                        "(directory)",
-                        f"holds {len(policies)} policies ({names}); this version serves one",
-                    )
-                ]
-            )
-        return cls(policies)
+        return cls(load_policy_directory(directory))
 
-    def governing(self, namespace: str, obj: Mapping[str, Any]) -> Policy:
-        """The policy that governs `obj` in `namespace`."""
-        del namespace, obj
-        return self.policies[0]
+    def select(
+        self,
+        namespace: str,
+        object_labels: Mapping[str, str],
+        namespace_labels: NamespaceLabelSource,
+    ) -> Selection:
+        """The policy that governs an object with `object_labels` in `namespace`. Namespace
+        labels are looked up only when a candidate policy selects by them."""
+        target = AdmissionTarget(namespace, None, object_labels)
+        lookup: LabelLookup | None = None
+        skipped: list[Policy] = []
+        for policy in self._candidates(namespace):
+            if policy.needs_namespace_labels and lookup is None:
+                lookup = namespace_labels.labels_of(namespace)
+                target = AdmissionTarget(namespace, lookup.labels, object_labels)
+            verdict = policy.applies_to(target)
+            if verdict is Match.YES:
+                return self._selection(policy, skipped, lookup)
+            if verdict is Match.UNKNOWN:
+                skipped.append(policy)
+        return self._selection(self.fallback, skipped, lookup)
+
+    def _candidates(self, namespace: str) -> tuple[Policy, ...] | list[Policy]:
+        named = self._by_namespace.get(namespace)
+        if not named:
+            return self._broad
+        rank = self._rank
+        return list(heapq.merge(named, self._broad, key=lambda p: rank[id(p)]))
+
+    @staticmethod
+    def _selection(policy: Policy, skipped: list[Policy], lookup: LabelLookup | None) -> Selection:
+        if not skipped:
+            return Selection(policy)
+        reason = lookup.unknown_because if lookup is not None else ""
+        return Selection(policy, tuple(skipped), reason)
