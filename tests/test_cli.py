@@ -1,0 +1,486 @@
+"""The offline tools: `python -m webhook lint`, `review` and `test`.
+
+The suites in tests/scenarios and examples/policy-tests run through `python -m webhook test`
+as a subprocess, as CI runs them; the rest call the command line in this process.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cli.main import main
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path("tests/cli_fixtures")
+SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed$", re.MULTILINE)
+QUARTER_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: frac-quarter, labels: {app: infer}}
+spec:
+  containers:
+  - name: infer
+    image: nvcr.io/nvidia/pytorch:24.01-py3
+    resources: {limits: {nvidia.com/gpu: "0.25", memory: 8Gi}}
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture(autouse=True)
+def at_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO_ROOT)
+
+
+def webhook(*args: str, stdin: str = "") -> Run:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), stdin=io.StringIO(stdin), stdout=out, stderr=err)
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+def webhook_process(*args: str) -> Run:
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def summary(run: Run) -> tuple[int, int]:
+    found = SUMMARY.findall(run.out)
+    assert len(found) == 1, run.out
+    assert run.out.splitlines()[-1] == f"{found[0][0]} passed, {found[0][1]} failed"
+    return int(found[0][0]), int(found[0][1])
+
+
+def objects(text: str) -> list[dict[str, object]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+# test: the repository's own fixtures and the shipped examples
+
+
+def test_scenario_folders_pass_through_the_test_command() -> None:
+    run = webhook_process("test", "tests/scenarios")
+    folders = {
+        path.parent
+        for pattern in ("*/*/review.json", "*/*/resource.yaml")
+        for path in (REPO_ROOT / "tests/scenarios").glob(pattern)
+    }
+    assert run.code == 0, run.out + run.err
+    assert summary(run) == (len(folders), 0)
+    assert "PASS shipped/01-create-pod-frac-quarter" in run.out.splitlines()
+    assert "PASS strict/enforced-env-differs" in run.out.splitlines()
+
+
+def test_example_suites_pass() -> None:
+    run = webhook_process("test", "examples/policy-tests")
+    assert run.code == 0, run.out + run.err
+    passed, _ = summary(run)
+    assert passed >= 7
+    for case in (
+        "frac-quarter",
+        "frac-quarter/validate",
+        "whole-two",
+        "bad-req-ne-lim",
+        "fraction-above-one",
+        "llm-serve",
+        "plain-web",
+    ):
+        assert f"PASS shipped-policies/{case}" in run.out.splitlines()
+
+
+def test_suites_with_namespace_labels_and_scenarios_from_manifests_pass() -> None:
+    run = webhook("test", str(FIXTURES / "labelled"))
+    assert run.code == 0, run.out + run.err
+    assert run.out.splitlines() == [
+        "PASS labelled/ml-team/frac-quarter",
+        "PASS labelled/batch/frac-quarter",
+        "PASS labelled/web/frac-quarter",
+        "PASS scenarios/opted-in-by-label",
+        "4 passed, 0 failed",
+    ]
+
+
+# test: wrong expectations fail, naming the case and the reason
+
+
+def test_a_suite_with_wrong_expectations_fails_each_wrong_case() -> None:
+    run = webhook_process("test", str(FIXTURES / "wrong-expectations"))
+    assert run.code == 1, run.out + run.err
+    lines = run.out.splitlines()
+    assert "FAIL wrong-expectations/frac-quarter: expected a denial, but it was allowed" in lines
+    assert any(
+        line.startswith("FAIL wrong-expectations/ml/frac-quarter: the patched object differs")
+        for line in lines
+    )
+    assert "    -          example.com/vram: '4096'" in lines
+    assert "    +          example.com/vram: '3840'" in lines
+    assert any(
+        line.startswith("FAIL wrong-expectations/bad-req-ne-lim: the message lacks 'exceeds quota'")
+        for line in lines
+    )
+    assert (
+        "FAIL wrong-expectations/plain-web: no policy judged it; expected policy 'default'" in lines
+    )
+    assert "PASS wrong-expectations/web/plain-web" in lines
+    assert summary(run) == (1, 4)
+    assert run.err == ""
+
+
+def test_scenario_folders_with_wrong_expectations_fail() -> None:
+    run = webhook_process("test", str(FIXTURES / "wrong-scenarios"))
+    assert run.code == 1, run.out + run.err
+    lines = run.out.splitlines()
+    assert "FAIL shipped/plain-web-expected-denied: expected a denial, but it was allowed" in lines
+    assert "FAIL shipped/requests-differ-wrong-code: denied with code 403, not 400" in lines
+    assert any(
+        line.startswith(
+            "FAIL shipped/quarter-wrong-warning: no warning contains "
+            "'pinned to nvidia.com/gpu.product=NVIDIA-L4'"
+        )
+        for line in lines
+    )
+    assert summary(run) == (0, 3)
+
+
+def test_one_failing_path_fails_the_run() -> None:
+    run = webhook("test", "examples/policy-tests", str(FIXTURES / "wrong-scenarios"))
+    assert run.code == 1
+    passed, failed = summary(run)
+    assert passed >= 7 and failed == 3
+
+
+# test: suites that do not load are input errors
+
+
+def test_an_unknown_field_in_a_suite_names_the_file_line_and_field() -> None:
+    run = webhook_process("test", str(FIXTURES / "bad-suite"))
+    assert run.code == 2
+    assert run.out == ""
+    assert (
+        "tests/cli_fixtures/bad-suite/gpu-test.yaml:10: results[0].allowd: unknown field" in run.err
+    )
+    assert "gpu-test.yaml:9: results[0].allowed: is required" in run.err
+    assert "Traceback" not in run.err
+
+
+def test_a_suite_that_does_not_parse_names_the_file_and_line() -> None:
+    run = webhook("test", str(FIXTURES / "unparseable-suite"))
+    assert run.code == 2
+    assert run.err.startswith(
+        "python -m webhook test: tests/cli_fixtures/unparseable-suite/gpu-test.yaml:10: "
+        "(yaml): invalid YAML"
+    )
+    assert run.out == ""
+
+
+def write_suite(folder: Path, results: str, **files: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pods.yaml").write_text(QUARTER_POD)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (folder / "gpu-test.yaml").write_text(
+        "apiVersion: gpu-admission.example.com/v1alpha1\n"
+        "kind: GPUPolicyTest\n"
+        "metadata: {name: t}\n"
+        f"policies: {REPO_ROOT / 'policies'}\n"
+        "resources: [pods.yaml]\n"
+        f"results:\n{results}"
+    )
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("results", "problem"),
+    [
+        (
+            "  - {resource: no-such-pod, allowed: true}\n",
+            "gpu-test.yaml:7: results[0].resource: no manifest in resources is named "
+            "'no-such-pod' (there are: Pod/frac-quarter)",
+        ),
+        (
+            "  - {resource: frac-quarter, kind: Deployment, allowed: true}\n",
+            "gpu-test.yaml:7: results[0].resource: no manifest of kind Deployment",
+        ),
+        (
+            "  - {resource: frac-quarter, allowed: true, message: [x]}\n",
+            "gpu-test.yaml:7: results[0].message: is for denials",
+        ),
+        (
+            "  - {resource: frac-quarter, allowed: false, patched: true}\n",
+            "gpu-test.yaml:7: results[0].allowed: a denied object is never patched",
+        ),
+        (
+            "  - {resource: frac-quarter, allowed: true, patchedResource: nope.yaml}\n",
+            "gpu-test.yaml:7: results[0].patchedResource: ",
+        ),
+        (
+            "  - {resource: frac-quarter, allowed: true, endpoint: /validate}\n",
+            "gpu-test.yaml:7: results[0].endpoint: '/validate' is not one of 'mutate', 'validate'",
+        ),
+    ],
+    ids=[
+        "unknown-resource",
+        "wrong-kind",
+        "message-on-allowed",
+        "patched-denial",
+        "missing-patched-resource",
+        "endpoint-spelling",
+    ],
+)
+def test_suite_problems_beyond_the_schema_are_input_errors(
+    tmp_path: Path, results: str, problem: str
+) -> None:
+    folder = write_suite(tmp_path / "suite", results)
+    run = webhook("test", str(folder))
+    assert run.code == 2, run.out
+    assert problem in run.err
+    assert run.out == ""
+
+
+def test_a_scenario_that_expects_a_patch_needs_the_patched_object(tmp_path: Path) -> None:
+    folder = tmp_path / "group" / "quarter"
+    folder.mkdir(parents=True)
+    (folder / "resource.yaml").write_text(QUARTER_POD)
+    (folder / "expected.yaml").write_text("allowed: true\npatched: true\n")
+    run = webhook("test", str(tmp_path))
+    assert run.code == 2
+    assert "says patched: true, but there is no mutated.json or mutated.yaml" in run.err
+
+
+def test_a_scenario_folder_given_alone_uses_its_group_policies() -> None:
+    run = webhook("test", "tests/scenarios/strict/model-required")
+    assert run.code == 0, run.out + run.err
+    assert run.out.splitlines() == ["PASS strict/model-required", "1 passed, 0 failed"]
+
+
+def test_scenarios_without_policies_use_the_policies_option(tmp_path: Path) -> None:
+    run = webhook("test", "tests/scenarios/shipped", "--policies", str(tmp_path / "none"))
+    assert run.code == 2
+    assert "which has no policies/ folder above it; --policies names another" in run.err
+    assert "the policy directory does not exist" in run.err
+
+
+@pytest.mark.parametrize("where", ["no/such/dir", "tests/unit"])
+def test_a_path_without_tests_is_an_input_error(where: str) -> None:
+    run = webhook("test", where)
+    assert run.code == 2
+    assert run.err.count("\n") == 1, run.err
+
+
+# lint
+
+
+def test_lint_says_the_shipped_policies_are_ok() -> None:
+    run = webhook("lint")
+    assert run.code == 0
+    assert re.fullmatch(r"policies/: \d+ polic(y|ies) OK: .*\bdefault\b.*\n", run.out)
+
+
+def test_lint_prints_every_problem_with_file_line_and_field(tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text(
+        "apiVersion: gpu-admission.example.com/v1alpha1\n"
+        "kind: GPUPolicy\n"
+        "metadata: {name: broken}\n"
+        "spec:\n"
+        "  gpuResorces: []\n"
+        "  sharing: {vramResource: example.com/vram, unit: KiB, models: []}\n"
+    )
+    run = webhook("lint", str(tmp_path))
+    assert run.code == 1
+    lines = run.out.splitlines()
+    assert f"{tmp_path}/broken.yaml:5: spec.gpuResorces: unknown field" in lines[0]
+    assert any(line.startswith(f"{tmp_path}/broken.yaml:6: spec.sharing") for line in lines)
+    assert lines[-1] == f"{tmp_path}/: {len(lines) - 1} problems"
+
+
+@pytest.mark.parametrize(
+    "args", [["lint", "no-such-dir"], ["lint", "README.md"], ["lint", "a", "b"]]
+)
+def test_lint_usage_errors(args: list[str]) -> None:
+    run = webhook(*args)
+    assert run.code == 2
+    assert run.out == ""
+
+
+# review
+
+
+def test_review_prints_the_verdict_and_the_admitted_object() -> None:
+    run = webhook("review", "-f", "-", stdin=QUARTER_POD)
+    assert run.code == 0
+    assert run.err.splitlines()[:3] == [
+        "CREATE Pod default/frac-quarter (<stdin>:1)",
+        "  verdict: allowed, patched (10 operations)",
+        "  policy:  default",
+    ]
+    assert "  warning: pinned to nvidia.com/gpu.product=Tesla-T4" in run.err
+    [pod] = objects(run.out)
+    container = pod["spec"]["containers"][0]  # type: ignore[index]
+    assert container["resources"]["limits"] == {"memory": "8Gi", "example.com/vram": "3840"}
+    assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"}  # type: ignore[index]
+
+
+def test_review_json_output_is_the_same_object() -> None:
+    as_yaml = webhook("review", "-f", "-", stdin=QUARTER_POD)
+    as_json = webhook("review", "-f", "-", "-o", "json", stdin=QUARTER_POD)
+    assert as_json.code == 0
+    assert json.loads(as_json.out) == objects(as_yaml.out)[0]
+
+
+def test_review_diff_shows_the_change() -> None:
+    run = webhook("review", "-f", "-", "--diff", stdin=QUARTER_POD)
+    assert run.code == 0
+    lines = run.out.splitlines()
+    assert lines[:2] == ["--- <stdin>:1 (as written)", "+++ <stdin>:1 (as admitted)"]
+    assert "-          nvidia.com/gpu: '0.25'" in lines
+    assert "+          example.com/vram: '3840'" in lines
+
+
+def test_review_of_an_untouched_pod_prints_no_diff() -> None:
+    plain = QUARTER_POD.replace('nvidia.com/gpu: "0.25", ', "")
+    run = webhook("review", "-f", "-", "--diff", stdin=plain)
+    assert run.code == 0
+    assert run.out == ""
+    assert "  verdict: allowed, unchanged" in run.err
+
+
+def test_review_of_a_denied_object_exits_1_with_the_message() -> None:
+    run = webhook("review", "-f", "-", "--validate", stdin=QUARTER_POD)
+    assert run.code == 1
+    assert run.out == ""
+    assert "  verdict: denied, 403 Forbidden" in run.err
+    assert "not rewritten" in run.err
+
+
+def test_review_of_several_documents_reviews_each() -> None:
+    run = webhook("review", "-f", "examples/policy-tests/resources/pods.yaml")
+    assert run.code == 1
+    admitted = [obj["metadata"]["name"] for obj in objects(run.out)]  # type: ignore[index]
+    assert admitted == ["frac-quarter", "whole-two", "plain-web"]
+    assert run.err.count("verdict: denied") == 2
+
+
+def test_review_of_several_documents_as_json_is_a_list() -> None:
+    run = webhook("review", "-f", "examples/policy-tests/resources/pods.yaml", "-o", "json")
+    listed = json.loads(run.out)
+    assert listed["kind"] == "List"
+    assert [item["metadata"]["name"] for item in listed["items"]] == [
+        "frac-quarter",
+        "whole-two",
+        "plain-web",
+    ]
+
+
+def test_review_of_an_admission_review_gives_the_servers_patched_object() -> None:
+    scenario = Path("tests/scenarios/shipped/01-create-pod-frac-quarter")
+    run = webhook("review", "-f", str(scenario / "review.json"), "-o", "json")
+    assert run.code == 0, run.err
+    assert run.err.startswith("CREATE Pod ml/frac-quarter (")
+    assert json.loads(run.out) == json.loads((scenario / "mutated.json").read_text())
+
+
+def test_review_with_namespace_labels_selects_the_labelled_policy() -> None:
+    args = [
+        "review",
+        "-f",
+        str(FIXTURES / "labelled/resources/pods.yaml"),
+        "--policies",
+        str(FIXTURES / "labelled/policies"),
+        "-n",
+        "ml-team",
+    ]
+    labelled = webhook(*args, "--namespace-labels", "gpu-sharing=enabled")
+    assert labelled.code == 0
+    assert "  policy:  opted-in" in labelled.err
+    unknown = webhook(*args)
+    assert unknown.code == 1
+    assert "  policy:  cluster-default" in unknown.err
+    assert 'skipped "opted-in": labels of namespace "ml-team" unknown (no --namespace-l' in (
+        unknown.err
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (["-f", "no-such-file.yaml"], "", "no-such-file.yaml: no such file"),
+        (["-f", "-"], "a: [\n", "<stdin>:2: (yaml): invalid YAML"),
+        (["-f", "-"], "- just\n- a list\n", "<stdin>:1: not a Kubernetes object but a list"),
+        (["-f", "-"], "", "<stdin>: holds no objects"),
+        (
+            ["-f", "-"],
+            "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n",
+            "<stdin>:1: Service (v1) is not a kind the webhook judges; review takes Pod,",
+        ),
+        (
+            ["-f", "-"],
+            '{"apiVersion": "admission.k8s.io/v2", "kind": "AdmissionReview"}',
+            "not an AdmissionReview the webhook answers: apiVersion 'admission.k8s.io/v2'",
+        ),
+        (
+            ["-f", "tests/scenarios/shipped/01-create-pod-frac-quarter/review.json", "-n", "x"],
+            "",
+            "--namespace applies to manifests",
+        ),
+        (["-f", "-", "--policies", "tests"], QUARTER_POD, "the policies in tests do not load:"),
+        (["-f", "-", "--namespace-labels", "team"], QUARTER_POD, "'team' is not key=value"),
+        (["-f", "-", "--namespace-labels", "a=b c"], QUARTER_POD, "label a='b c'"),
+        (["-f", "-", "-o", "toml"], QUARTER_POD, "invalid choice: 'toml'"),
+    ],
+    ids=[
+        "missing-file",
+        "not-yaml",
+        "not-an-object",
+        "empty",
+        "kind-without-pod-spec",
+        "unsupported-review",
+        "namespace-with-review",
+        "policies-do-not-load",
+        "labels-without-value",
+        "bad-label-value",
+        "bad-output",
+    ],
+)
+def test_review_input_errors_exit_2_without_a_traceback(
+    args: list[str], stdin: str, message: str
+) -> None:
+    run = webhook("review", *args, stdin=stdin)
+    assert run.code == 2
+    assert message in run.err
+    assert run.out == ""
+    assert "Traceback" not in run.err
+
+
+def test_review_checks_every_document_before_reviewing_any() -> None:
+    run = webhook("review", "-f", "-", stdin=QUARTER_POD + "---\nkind: Service\n")
+    assert run.code == 2
+    assert run.out == ""
+    assert "verdict" not in run.err
+    assert "<stdin>:10: not a Kubernetes object: apiVersion is missing" in run.err
+
+
+def test_the_module_runs_and_reports_usage_errors() -> None:
+    run = webhook_process("review", "-f", "no-such-file.yaml")
+    assert run.code == 2
+    assert run.err == "python -m webhook review: no-such-file.yaml: no such file\n"
+    assert webhook_process().code == 2

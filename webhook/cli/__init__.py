@@ -1,0 +1,1 @@
+"""The offline tools: `python -m webhook lint`, `review` and `test`."""

@@ -1,0 +1,169 @@
+"""`python -m webhook`: the command line, its subcommands and their exit codes.
+
+Exit codes: 0 success; 1 the policies have problems (lint), an object is denied (review), a
+case fails (test); 2 usage or input errors, reported on stderr in one line each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from webhook.cli.errors import USAGE_ERROR, InputError
+from webhook.cli.labels import parse_label_list
+from webhook.cli.lint import run_lint
+from webhook.cli.policy_tests import run_tests
+from webhook.cli.review import ReviewOptions, run_review
+
+PROG = "python -m webhook"
+DEFAULT_POLICY_DIR = Path("policies")
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    parser = build_parser()
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            args = parser.parse_args(argv)
+    except SystemExit as leaving:
+        # argparse has printed the usage and the error (or the help, with code 0).
+        return int(leaving.code or 0)
+    try:
+        if args.command == "lint":
+            return run_lint(args.directory, stdout=stdout)
+        if args.command == "review":
+            return run_review(_review_options(args), stdin=stdin, stdout=stdout, stderr=stderr)
+        return run_tests(args.paths, args.policies, stdout=stdout)
+    except InputError as error:
+        for line in error.lines:
+            # Indented lines continue the one before them (the problems under a heading).
+            prefix = "" if line.startswith(" ") else f"{PROG} {args.command}: "
+            stderr.write(f"{prefix}{line}\n")
+        return USAGE_ERROR
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Offline tools for GPU admission policies: check them, see what they do "
+        "to a manifest, and run their test suites, without a cluster.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    lint = commands.add_parser(
+        "lint",
+        help="check a policy directory",
+        description="Load a policy directory as the server would and print every problem as "
+        "file:line: field: problem. Exit 0 when it loads, 1 when it has problems.",
+    )
+    lint.add_argument(
+        "directory",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_POLICY_DIR,
+        metavar="DIR",
+        help="the policy directory (default: policies)",
+    )
+
+    review = commands.add_parser(
+        "review",
+        help="show what the webhook does to a manifest or an AdmissionReview",
+        description="Answer the objects of a file as the webhook would: the verdict, the "
+        "governing policy and the warnings on stderr, the admitted object (or a diff) on "
+        "stdout. Manifests are reviewed as a dry-run CREATE. Exit 0 when every object is "
+        "allowed, 1 when one is denied.",
+    )
+    review.add_argument(
+        "-f",
+        "--filename",
+        dest="file",
+        required=True,
+        metavar="FILE",
+        help="YAML or JSON: a Pod, a workload (Deployment, Job, ...), a List, or an "
+        "AdmissionReview; several YAML documents are reviewed one by one; - reads stdin",
+    )
+    review.add_argument(
+        "--policies",
+        type=Path,
+        default=DEFAULT_POLICY_DIR,
+        metavar="DIR",
+        help="the policy directory (default: policies)",
+    )
+    review.add_argument(
+        "-n",
+        "--namespace",
+        metavar="NS",
+        help="the namespace manifests are created in (default: their metadata.namespace, "
+        "else default)",
+    )
+    review.add_argument(
+        "--namespace-labels",
+        type=_labels,
+        metavar="K=V,...",
+        help="the labels of that namespace; without them they are unknown, as on a webhook "
+        "that cannot read namespaces",
+    )
+    review.add_argument(
+        "--validate",
+        action="store_true",
+        help="answer as /validate (checks, never patches) instead of /mutate",
+    )
+    review.add_argument(
+        "--diff", action="store_true", help="print a unified diff of the object's changes"
+    )
+    review.add_argument(
+        "-o",
+        "--output",
+        choices=("yaml", "json"),
+        default="yaml",
+        help="how objects are printed (default: yaml)",
+    )
+
+    test = commands.add_parser(
+        "test",
+        help="run policy test suites and scenario folders",
+        description="Run every gpu-test.yaml suite and every scenario folder under the "
+        "paths given; one PASS or FAIL line per case, then a summary. Exit 0 when all "
+        "pass, 1 when one fails.",
+    )
+    test.add_argument("paths", nargs="+", type=Path, metavar="DIR", help="where to look")
+    test.add_argument(
+        "--policies",
+        type=Path,
+        default=DEFAULT_POLICY_DIR,
+        metavar="DIR",
+        help="the policies of scenario folders with no policies/ folder above them "
+        "(default: policies)",
+    )
+    return parser
+
+
+def _labels(text: str) -> dict[str, str]:
+    try:
+        return parse_label_list(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _review_options(args: argparse.Namespace) -> ReviewOptions:
+    return ReviewOptions(
+        file=args.file,
+        policies=args.policies,
+        mode="validate" if args.validate else "mutate",
+        namespace=args.namespace,
+        namespace_labels=args.namespace_labels,
+        output=args.output,
+        diff=args.diff,
+    )

@@ -1,0 +1,53 @@
+"""Objects and differences between them, as text for people."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any, Literal
+
+import yaml
+
+OutputFormat = Literal["yaml", "json"]
+
+
+class _IndentedDumper(yaml.SafeDumper):
+    """Indents list items under their key, as kubectl prints them."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def dump(obj: Any, output: OutputFormat, *, sort_keys: bool = False) -> str:
+    """`obj` as YAML or JSON text ending in a newline."""
+    if output == "json":
+        return json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
+    return yaml.dump(
+        obj,
+        Dumper=_IndentedDumper,
+        sort_keys=sort_keys,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=2**16,  # long annotation values stay on one line
+    )
+
+
+def unified_diff(
+    before: Any,
+    after: Any,
+    output: OutputFormat,
+    *,
+    before_name: str,
+    after_name: str,
+    sort_keys: bool = False,
+) -> list[str]:
+    """The lines of a unified diff between two objects, empty when they are equal."""
+    return list(
+        difflib.unified_diff(
+            dump(before, output, sort_keys=sort_keys).splitlines(),
+            dump(after, output, sort_keys=sort_keys).splitlines(),
+            before_name,
+            after_name,
+            lineterm="",
+        )
+    )
