@@ -6,11 +6,13 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,14 +85,70 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def child_pids(parent: int) -> set[int]:
+    children: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command name: state, ppid, ...
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == parent:
+            children.add(int(entry.name))
+    return children
+
+
+class MountedConfigMap:
+    """A directory laid out as kubelet mounts a ConfigMap: the files live in a timestamped
+    hidden folder, `..data` links to it, and each visible name links to `..data/<name>`. An
+    update writes a new folder and swaps `..data` with a rename, as kubelet does."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._published = 0
+
+    def publish(self, files: Mapping[str, str]) -> None:
+        self._published += 1
+        stamp = time.strftime("%Y_%m_%d_%H_%M_%S", time.gmtime())
+        folder = self.directory / f"..{stamp}.{os.getpid()}{self._published:06d}"
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        data = self.directory / "..data"
+        previous = data.resolve() if data.is_symlink() else None
+        staged = self.directory / "..data_tmp"
+        staged.symlink_to(folder.name)
+        os.replace(staged, data)
+        for name in files:
+            visible = self.directory / name
+            if not visible.is_symlink():
+                visible.symlink_to(Path("..data") / name)
+        for visible in self.directory.iterdir():
+            if visible.is_symlink() and visible.name not in files and visible != data:
+                visible.unlink()
+        if previous is not None:
+            shutil.rmtree(previous)
+
+
 class WebhookServer:
     """One gunicorn master with its workers, serving `policy_dir`."""
 
-    def __init__(self, policy_dir: Path, cert_dir: Path, log_file: Path) -> None:
+    def __init__(
+        self,
+        policy_dir: Path,
+        cert_dir: Path,
+        log_file: Path,
+        extra_environment: Mapping[str, str] | None = None,
+    ) -> None:
         self.policy_dir = policy_dir
         self.certificates: CertificatePaths = ensure_dev_certificates(cert_dir)[0]
         self.port = free_port()
         self.log_file = log_file
+        self.extra_environment = dict(extra_environment or {})
         self.process: subprocess.Popen[bytes] | None = None
 
     def environment(self) -> dict[str, str]:
@@ -101,6 +159,7 @@ class WebhookServer:
             "TLS_CERT_FILE": str(self.certificates.cert),
             "TLS_KEY_FILE": str(self.certificates.key),
             "WORKERS": "2",
+            **self.extra_environment,
         }
 
     def start(self, timeout: float = 20) -> None:
@@ -129,6 +188,11 @@ class WebhookServer:
 
     def client(self) -> WebhookClient:
         return WebhookClient(self.port, self.certificates.ca_cert)
+
+    def worker_pids(self) -> set[int]:
+        """The pids of the master's worker processes, from /proc."""
+        assert self.process is not None
+        return child_pids(self.process.pid)
 
     def log(self) -> str:
         return self.log_file.read_text(errors="replace")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
@@ -19,17 +21,24 @@ from webhook.admission.review import (
 from webhook.admission.verdict import Verdict
 from webhook.engine.evaluate import Mode
 from webhook.policy.policy_set import PolicySet
+from webhook.policy.snapshot import LastGood
+from webhook.policy.store import PolicyStore
+from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import Settings
 
 log = logging.getLogger("webhook")
 
 
 def create_app(settings: Settings | None = None, policies: PolicySet | None = None) -> Flask:
-    """The application. Loads the policies unless given them; a policy set that does not load
+    """The application. Loads the policies unless given them and, when live reload is on,
+    starts the thread that reloads them: call it in the process that serves, after any fork.
+    A policy directory that does not load, with no last good snapshot to serve instead,
     raises PolicyLoadError, so a server never starts on a half-read policy."""
     settings = settings or Settings.from_environ()
-    policy_set = policies if policies is not None else PolicySet.load(settings.policy_dir)
+    metrics = WebhookMetrics()
+    store = _policy_store(settings, policies, metrics)
     app = Flask("webhook")
+    app.extensions["policy_store"] = store
     max_body = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
 
@@ -44,7 +53,7 @@ def create_app(settings: Settings | None = None, policies: PolicySet | None = No
         except ReviewDecodeError as error:
             return _error(400, str(error))
         try:
-            verdict = decide(read_request(envelope), policy_set, mode)
+            verdict = decide(read_request(envelope), store.current.policy_set, mode)
         except MalformedRequest as error:
             verdict = Verdict.bad_object(str(error))
         except Exception:
@@ -68,14 +77,58 @@ def create_app(settings: Settings | None = None, policies: PolicySet | None = No
 
     @app.get("/readyz")
     def readyz() -> tuple[Response, int]:
-        names = [policy.name for policy in policy_set.policies]
-        return jsonify(status="ready", policies=names), 200
+        return jsonify(_readiness(store, settings.policy_reload_seconds)), 200
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        body, content_type = metrics.render(request.headers.get("Accept"))
+        return Response(body, 200, content_type=content_type)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> tuple[Response, int]:
         return _error(error.code or 500, error.description or error.name)
 
     return app
+
+
+def _policy_store(
+    settings: Settings, policies: PolicySet | None, metrics: WebhookMetrics
+) -> PolicyStore:
+    if policies is not None:
+        return PolicyStore.given(policies, settings.policy_dir)
+    last_good = LastGood(settings.state_dir) if settings.state_dir is not None else None
+    store = PolicyStore.open(settings.policy_dir, last_good=last_good, observer=metrics)
+    if settings.policy_reload_seconds > 0:
+        store.start_watching(settings.policy_reload_seconds)
+    return store
+
+
+def _readiness(store: PolicyStore, interval_seconds: float) -> dict[str, Any]:
+    current, status = store.current, store.status
+    failure = status.last_failure
+    return {
+        "status": "ready",
+        "policies": [policy.name for policy in current.policy_set.policies],
+        "policySet": {
+            "digest": current.digest,
+            "loadedAt": _rfc3339(current.loaded_at),
+            "source": current.source,
+        },
+        "reload": {
+            "intervalSeconds": interval_seconds,
+            "reloads": status.reloads,
+            "failures": status.failures,
+            "failing": status.failing,
+            "lastFailure": None
+            if failure is None
+            else {"at": _rfc3339(failure.at), "problems": list(failure.problems)},
+        },
+        "worker": os.getpid(),
+    }
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _read_body(limit: int) -> bytes | None:

@@ -3,15 +3,25 @@
 Everything comes from the same Settings the application reads. The master checks the policies
 and the certificate files before it forks, so a bad policy stops startup with a message that
 names the file, the line and the field, instead of a worker that fails to boot.
+
+The master also prepares the state directory its workers share: the last good policy set, which
+a worker that boots while the policy directory does not load serves instead, and the files in
+which every worker keeps its Prometheus metrics. Workers reload the policies themselves; the
+master never starts a thread, since threads do not survive a fork.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
 import sys
-from typing import Any
+import tempfile
+from pathlib import Path
+from typing import Any, NoReturn
 
-from webhook.policy.policy_set import PolicySet
-from webhook.policy.problems import PolicyLoadError
+from webhook.policy.snapshot import LastGood
+from webhook.policy.store import load_settled_directory
 from webhook.server.settings import Settings, SettingsError
 
 try:
@@ -37,18 +47,84 @@ errorlog = "-"
 # No runtime control socket: nothing here needs one, and the deployed root filesystem is read-only.
 control_socket_disable = True
 
+STATE_DIR_VARIABLE = "STATE_DIR"
+METRICS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+# State directories this master created, and so removes when it exits.
+_created_state_dirs: list[Path] = []
+
 
 def on_starting(server: Any) -> None:
+    _send_webhook_log_to_gunicorn()
     for path, what in ((_settings.cert_file, "certificate"), (_settings.key_file, "private key")):
         if not path.is_file():
-            sys.exit(
-                f"webhook: the TLS {what} {path} does not exist: run `make certs`, or set "
+            _fail(
+                f"the TLS {what} {path} does not exist: run `make certs`, or set "
                 "TLS_CERT_FILE and TLS_KEY_FILE"
             )
-    try:
-        policy_set = PolicySet.load(_settings.policy_dir)
-    except PolicyLoadError as error:
-        problems = "\n".join(f"  {problem}" for problem in error.problems)
-        sys.exit(f"webhook: the policies in {_settings.policy_dir} do not load:\n{problems}")
-    names = ", ".join(policy.name for policy in policy_set.policies)
+    attempt = load_settled_directory(_settings.policy_dir)
+    if attempt.policy_set is None:
+        problems = "\n".join(f"  {problem}" for problem in attempt.problems)
+        _fail(f"the policies in {_settings.policy_dir} do not load:\n{problems}")
+    names = ", ".join(policy.name for policy in attempt.policy_set.policies)
     server.log.info("policies loaded from %s: %s", _settings.policy_dir, names)
+    try:
+        state_dir = _prepare_state_dir()
+        LastGood(state_dir).save(attempt.files, attempt.observed_at)
+    except OSError as error:
+        _fail(f"the state directory is not usable: {error}; set STATE_DIR to a writable folder")
+    server.log.info("state directory: %s", state_dir)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    # Imported here: prometheus_client must not be imported before on_starting has set
+    # PROMETHEUS_MULTIPROC_DIR, or the workers forked from this process keep no shared metrics.
+    from webhook.server.metrics import mark_worker_dead
+
+    mark_worker_dead(worker.pid)
+
+
+def on_exit(server: Any) -> None:
+    _remove_created_state_dirs()
+
+
+def _prepare_state_dir() -> Path:
+    if _settings.state_dir is not None:
+        state_dir = _settings.state_dir.resolve()
+        state_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        state_dir = Path(tempfile.mkdtemp(prefix="gpu-webhook-"))
+        _created_state_dirs.append(state_dir)
+    os.environ[STATE_DIR_VARIABLE] = str(state_dir)
+    metrics_dir = state_dir / "metrics"
+    # Values left by an earlier run would be merged into this one's.
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir()
+    os.environ[METRICS_DIR_VARIABLE] = str(metrics_dir)
+    return state_dir
+
+
+def _remove_created_state_dirs() -> None:
+    while _created_state_dirs:
+        shutil.rmtree(_created_state_dirs.pop(), ignore_errors=True)
+
+
+def _fail(message: str) -> NoReturn:
+    _remove_created_state_dirs()
+    sys.exit(f"webhook: {message}")
+
+
+class _ToGunicornErrorLog(logging.Handler):
+    """Hands the service's log records to gunicorn's error log, so they come out in its
+    format, with the time and the worker's pid, and follow its log file settings."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger("gunicorn.error").handle(record)
+
+
+def _send_webhook_log_to_gunicorn() -> None:
+    webhook_log = logging.getLogger("webhook")
+    webhook_log.handlers = [_ToGunicornErrorLog()]
+    webhook_log.setLevel(
+        logging.getLevelNamesMapping().get(_settings.log_level.upper(), logging.INFO)
+    )
+    webhook_log.propagate = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,11 +25,17 @@ class Settings:
     threads: int = 4
     log_level: str = "info"
     max_body_bytes: int = MAX_BODY_BYTES
+    # How often each worker looks for a changed policy directory; 0 turns live reload off.
+    policy_reload_seconds: float = 2.0
+    # Where the last good policy set and the metrics of all workers are kept. None: the
+    # gunicorn master creates a temporary directory and exports it here to its workers.
+    state_dir: Path | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         defaults = cls()
+        state_dir = env.get("STATE_DIR", "")
         return cls(
             bind=env.get("BIND", defaults.bind),
             policy_dir=Path(env.get("POLICY_DIR", str(defaults.policy_dir))),
@@ -37,6 +44,10 @@ class Settings:
             workers=_positive_int(env, "WORKERS", defaults.workers),
             threads=_positive_int(env, "THREADS", defaults.threads),
             log_level=env.get("LOG_LEVEL", defaults.log_level).lower(),
+            policy_reload_seconds=_seconds(
+                env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds
+            ),
+            state_dir=Path(state_dir) if state_dir else None,
         )
 
 
@@ -50,4 +61,17 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
         raise SettingsError(f"{name}={text!r} is not a whole number") from None
     if value < 1:
         raise SettingsError(f"{name}={text!r} must be at least 1")
+    return value
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    text = env.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingsError(f"{name}={text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise SettingsError(f"{name}={text!r} must be 0 (off) or a positive number of seconds")
     return value

@@ -1,0 +1,250 @@
+"""The policy set a process serves, how it got it, and how reloading it has gone.
+
+Requests read `store.current` and nothing else: one attribute read of an immutable value, no
+lock and no I/O. A reload builds a whole new set beside it and swaps the reference only when
+every file loaded; a set that does not load never replaces the one serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal, Protocol
+
+from webhook.policy.directory_watch import DirectoryWatcher
+from webhook.policy.policy_set import PolicySet
+from webhook.policy.problems import PolicyLoadError, PolicyProblem
+from webhook.policy.snapshot import LastGood, PolicyFiles, Snapshot
+
+log = logging.getLogger("webhook")
+
+Source = Literal["directory", "last-good snapshot", "given"]
+ReloadResult = Literal["success", "failure"]
+ReloadOutcome = Literal["reloaded", "failed", "unchanged", "unsettled"]
+
+SETTLE_ATTEMPTS = 5
+SETTLE_PAUSE_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class ServedSet:
+    policy_set: PolicySet
+    digest: str | None  # None for a set handed in rather than read from files
+    loaded_at: datetime
+    source: Source
+
+
+@dataclass(frozen=True)
+class ReloadFailure:
+    at: datetime
+    problems: tuple[str, ...]  # each `file:line: field: message`
+
+
+@dataclass(frozen=True)
+class ReloadStatus:
+    reloads: int = 0  # successful loads that replaced the set, the first load not counted
+    failures: int = 0  # attempts at loading the directory that failed, the first one counted
+    failing: bool = False  # the directory's current content does not load
+    last_failure: ReloadFailure | None = None
+
+
+class ReloadObserver(Protocol):
+    def policies_observed(
+        self, result: ReloadResult | None, current: ServedSet, status: ReloadStatus
+    ) -> None:
+        """Called after the first load and after every reload attempt; `result` is None for
+        the first load and when the directory went back to the set already serving."""
+        ...
+
+
+class DirectoryChanged(Exception):
+    """The directory changed while it was being loaded: what loaded may be a mix."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One load of a directory: the files as read, and the set or the problems."""
+
+    files: PolicyFiles
+    observed_at: float
+    policy_set: PolicySet | None
+    problems: tuple[PolicyProblem, ...]
+
+
+def load_directory(directory: Path, files: PolicyFiles | None = None) -> Attempt:
+    """Load `directory`, whose files were just read as `files`. Raises DirectoryChanged when
+    the files differ after the load from what was read before it."""
+    before = files if files is not None else PolicyFiles.read(directory)
+    policy_set: PolicySet | None = None
+    problems: tuple[PolicyProblem, ...] = ()
+    try:
+        policy_set = PolicySet.load(directory)
+    except PolicyLoadError as error:
+        problems = error.problems
+    except Exception as error:
+        log.exception("loading the policies in %s failed unexpectedly", directory)
+        problems = (_directory_problem(directory, f"the loader failed: {error!r}"),)
+    observed_at = time.time()
+    if PolicyFiles.read(directory).digest != before.digest:
+        raise DirectoryChanged(str(directory))
+    return Attempt(before, observed_at, policy_set, problems)
+
+
+def load_settled_directory(directory: Path) -> Attempt:
+    """Load `directory`, trying again for a moment while it is being changed."""
+    for _ in range(SETTLE_ATTEMPTS - 1):
+        try:
+            return load_directory(directory)
+        except DirectoryChanged:
+            time.sleep(SETTLE_PAUSE_SECONDS)
+    try:
+        return load_directory(directory)
+    except DirectoryChanged:
+        problem = _directory_problem(directory, "kept changing while it was being read")
+        return Attempt(PolicyFiles.read(directory), time.time(), None, (problem,))
+
+
+def _directory_problem(directory: Path, message: str) -> PolicyProblem:
+    return PolicyProblem(str(directory), None, "(directory)", message)
+
+
+def _load_snapshot(last_good: LastGood | None) -> Snapshot | None:
+    if last_good is None:
+        return None
+    try:
+        return last_good.load()
+    except PolicyLoadError as error:
+        log.warning("the last good policy set in %s does not load: %s", last_good.state_dir, error)
+        return None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class PolicyStore:
+    """Holds the serving set of one process and reloads it from its directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        current: ServedSet,
+        *,
+        last_good: LastGood | None = None,
+        observer: ReloadObserver | None = None,
+    ) -> None:
+        self.directory = directory
+        self.current = current
+        self.status = ReloadStatus()
+        self.last_good = last_good
+        self._observer = observer
+        self._failed_digest: str | None = None
+        self._reloading = threading.Lock()
+
+    @classmethod
+    def given(cls, policy_set: PolicySet, directory: Path) -> PolicyStore:
+        """A store that serves `policy_set` as handed in, for embedding and tests."""
+        return cls(directory, ServedSet(policy_set, None, _now(), "given"))
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        *,
+        last_good: LastGood | None = None,
+        observer: ReloadObserver | None = None,
+    ) -> PolicyStore:
+        """Load `directory`; when it does not load, serve the last good snapshot and record the
+        failure. Raises PolicyLoadError when there is no snapshot to fall back on either."""
+        attempt = load_settled_directory(directory)
+        if attempt.policy_set is not None:
+            served = ServedSet(attempt.policy_set, attempt.files.digest, _now(), "directory")
+            store = cls(directory, served, last_good=last_good, observer=observer)
+            store._keep(attempt)
+            store._notify(None)
+            return store
+        snapshot = _load_snapshot(last_good)
+        if snapshot is None:
+            raise PolicyLoadError(attempt.problems)
+        served = ServedSet(snapshot.policy_set, snapshot.files.digest, _now(), "last-good snapshot")
+        store = cls(directory, served, last_good=last_good, observer=observer)
+        store._record_failure(attempt, first=True)
+        store._notify(None)
+        return store
+
+    def reload(self) -> ReloadOutcome:
+        """Look at the directory once and load it if its content is new. Never raises for a
+        policy that does not load; requests keep reading whatever set is current."""
+        with self._reloading:
+            files = PolicyFiles.read(self.directory)
+            if files.digest == self.current.digest and self.current.source == "directory":
+                if self.status.failing:
+                    # The directory went back to the set that serves.
+                    self._failed_digest = None
+                    self.status = replace(self.status, failing=False)
+                    log.info("the policies in %s load again; nothing changed", self.directory)
+                    self._notify(None)
+                return "unchanged"
+            if files.digest == self._failed_digest:
+                return "unchanged"
+            try:
+                attempt = load_directory(self.directory, files)
+            except DirectoryChanged:
+                return "unsettled"
+            if attempt.policy_set is None:
+                self._record_failure(attempt, first=False)
+                self._notify("failure")
+                return "failed"
+            self.current = ServedSet(attempt.policy_set, files.digest, _now(), "directory")
+            self._failed_digest = None
+            self.status = replace(self.status, reloads=self.status.reloads + 1, failing=False)
+            names = ", ".join(policy.name for policy in attempt.policy_set.policies)
+            log.info("policies reloaded from %s: %s (%s)", self.directory, names, files.digest)
+            self._keep(attempt)
+            self._notify("success")
+            return "reloaded"
+
+    def start_watching(self, interval_seconds: float) -> DirectoryWatcher:
+        """A daemon thread that reloads when the directory changes. Start it in the process
+        that serves (a gunicorn worker), never before a fork: threads do not survive one."""
+        watcher = DirectoryWatcher(
+            self.directory, interval_seconds, lambda: self.reload() != "unsettled"
+        )
+        watcher.start()
+        return watcher
+
+    def _record_failure(self, attempt: Attempt, *, first: bool) -> None:
+        self._failed_digest = attempt.files.digest
+        self.status = replace(
+            self.status,
+            failures=self.status.failures + 1,
+            failing=True,
+            last_failure=ReloadFailure(_now(), tuple(str(p) for p in attempt.problems)),
+        )
+        serving = "serving the last good snapshot" if first else "the last good set keeps serving"
+        log.warning(
+            "the policies in %s do not load; %s (%s)", self.directory, serving, self.current.digest
+        )
+        for problem in attempt.problems:
+            log.warning("  %s", problem)
+
+    def _keep(self, attempt: Attempt) -> None:
+        if self.last_good is None:
+            return
+        try:
+            self.last_good.save(attempt.files, attempt.observed_at)
+        except (OSError, ValueError) as error:
+            where = self.last_good.state_dir
+            log.warning("could not keep the last good policy set in %s: %s", where, error)
+
+    def _notify(self, result: ReloadResult | None) -> None:
+        if self._observer is None:
+            return
+        try:
+            self._observer.policies_observed(result, self.current, self.status)
+        except Exception:
+            log.exception("recording the policy reload failed")
