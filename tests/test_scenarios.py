@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import StartServer
+from tests.support.fake_apiserver import FakeApiServer
 from tests.support.server import REPO_ROOT, WebhookClient
 from webhook.cli.cases import PolicyCase
 from webhook.cli.checks import check_case
 from webhook.cli.scenario_folders import is_scenario_folder, load_scenario
 from webhook.engine.evaluate import Mode
+from webhook.policy.namespace_labels import StaticNamespaceLabels
 
 SCENARIO_ROOT = Path(__file__).parent / "scenarios"
 SCENARIO_FOLDERS = sorted(
@@ -33,6 +35,23 @@ def scenario_id(folder: Path) -> str:
 
 def load(folder: Path) -> PolicyCase:
     return load_scenario(folder, SCENARIO_ROOT, REPO_ROOT / "policies")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scenario_namespaces(kube_api: FakeApiServer) -> None:
+    """The namespace labels scenarios give, served by the Kubernetes API the servers ask.
+    The API is shared, so a namespace must have the same labels in every scenario."""
+    given: dict[str, tuple[Path, Mapping[str, str]]] = {}
+    for folder in SCENARIO_FOLDERS:
+        labels = load(folder).namespace_labels
+        assert isinstance(labels, StaticNamespaceLabels)
+        for namespace, values in labels.labels.items():
+            if namespace in given:
+                first, earlier = given[namespace]
+                assert earlier == values, f"{folder} and {first} label {namespace} differently"
+                continue
+            given[namespace] = (folder, values)
+            kube_api.add_namespace(namespace, values)
 
 
 @pytest.fixture(scope="module")

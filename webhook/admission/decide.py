@@ -10,7 +10,7 @@ from webhook.engine.evaluate import Mode, evaluate_pod
 from webhook.engine.pod_spec import MalformedObject, pod_labels
 from webhook.engine.workloads import PodTemplateLocation, pod_template_location
 from webhook.policy.namespace_labels import NamespaceLabelSource, NoCluster
-from webhook.policy.policy_set import PolicySet
+from webhook.policy.policy_set import PolicySet, Selection
 
 HANDLED_OPERATIONS = ("CREATE", "UPDATE")
 _NO_CLUSTER = NoCluster()
@@ -53,7 +53,9 @@ def decide(
     if not outcome.governed:
         return Verdict.allow()
     audit = {"policy": policy.name}
-    warnings = (*selection.warnings(request.namespace), *outcome.warnings)
+    warnings = _with_policy_named(
+        selection, request.namespace, outcome.warnings, bool(outcome.operations)
+    )
     if outcome.violations:
         message = "; ".join(violation.message for violation in outcome.violations)
         return Verdict.deny(f"{_describe(request)}: {message}", warnings=warnings, audit=audit)
@@ -62,6 +64,17 @@ def decide(
     if outcome.operations:
         return Verdict.patched(outcome.operations, warnings=warnings, audit=audit)
     return Verdict.allow(warnings=warnings, audit=audit)
+
+
+def _with_policy_named(
+    selection: Selection, namespace: str, warnings: tuple[str, ...], changed: bool
+) -> tuple[str, ...]:
+    """The engine's warnings, led by one that names the governing policy whenever the object
+    is changed or warned about (kubectl shows warnings to whoever applied it)."""
+    lead = selection.warnings(namespace)
+    if not lead and (warnings or changed):
+        lead = (f'GPU policy "{selection.policy.name}" applied',)
+    return (*lead, *warnings)
 
 
 def _template_unchanged(obj: dict[str, Any], old: Any, location: PodTemplateLocation) -> bool:

@@ -296,9 +296,7 @@ class _PodChange:
                 self.recorder.remove((*resources, "requests", intent.resource))
         given = f"{sharing.vram_resource}={units} {sharing.unit} of {share.model.product}"
         self.rewrites.append(f"{container.name}: {asked} -> {given}")
-        self.warnings.append(
-            f'{container.label}: {asked} rewritten to {given} by policy "{self.policy.name}"'
-        )
+        self.warnings.append(f"{container.label}: {asked} rewritten to {given}")
         return asked
 
     def _pin_model(self, choice: ModelChoice, sharing: Sharing) -> None:

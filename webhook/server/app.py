@@ -10,16 +10,11 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from webhook.admission.decide import decide
-from webhook.admission.review import (
-    MalformedRequest,
-    ReviewDecodeError,
-    decode_envelope,
-    encode_response,
-    read_request,
-)
-from webhook.admission.verdict import Verdict
+from webhook.admission.answer import judge
+from webhook.admission.review import ReviewDecodeError, ReviewEnvelope, decode_envelope
 from webhook.engine.evaluate import Mode
+from webhook.kube.client_config import namespace_label_source
+from webhook.policy.namespace_labels import NamespaceLabelSource
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import PolicyStore
@@ -29,12 +24,18 @@ from webhook.server.settings import Settings
 log = logging.getLogger("webhook")
 
 
-def create_app(settings: Settings | None = None, policies: PolicySet | None = None) -> Flask:
+def create_app(
+    settings: Settings | None = None,
+    policies: PolicySet | None = None,
+    namespace_labels: NamespaceLabelSource | None = None,
+) -> Flask:
     """The application. Loads the policies unless given them and, when live reload is on,
     starts the thread that reloads them: call it in the process that serves, after any fork.
     A policy directory that does not load, with no last good snapshot to serve instead,
-    raises PolicyLoadError, so a server never starts on a half-read policy."""
+    raises PolicyLoadError, so a server never starts on a half-read policy. Namespace labels
+    come from the Kubernetes API as settings.namespace_labels says, unless given."""
     settings = settings or Settings.from_environ()
+    labels = namespace_labels or namespace_label_source(settings.namespace_labels)
     metrics = WebhookMetrics()
     store = _policy_store(settings, policies, metrics)
     app = Flask("webhook")
@@ -52,16 +53,8 @@ def create_app(settings: Settings | None = None, policies: PolicySet | None = No
             envelope = decode_envelope(body)
         except ReviewDecodeError as error:
             return _error(400, str(error))
-        try:
-            verdict = decide(read_request(envelope), store.current.policy_set, mode)
-        except MalformedRequest as error:
-            verdict = Verdict.bad_object(str(error))
-        except Exception:
-            log.exception("unexpected fault while reviewing request %s", envelope.uid)
-            verdict = Verdict.errored(
-                f"the GPU webhook failed on this request (uid {envelope.uid}); its log has details"
-            )
-        return jsonify(encode_response(envelope.api_version, envelope.uid, verdict)), 200
+        admission = judge(envelope, store.current.policy_set, mode, labels, _log_fault)
+        return jsonify(admission.answer()), 200
 
     @app.post("/mutate")
     def mutate() -> tuple[Response, int]:
@@ -89,6 +82,11 @@ def create_app(settings: Settings | None = None, policies: PolicySet | None = No
         return _error(error.code or 500, error.description or error.name)
 
     return app
+
+
+def _log_fault(envelope: ReviewEnvelope, error: Exception) -> str:
+    log.exception("unexpected fault while reviewing request %s", envelope.uid)
+    return f"the GPU webhook failed on this request (uid {envelope.uid}); its log has details"
 
 
 def _policy_store(

@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook.kube.client_config import MODE_VARIABLE as NAMESPACE_LABELS_VARIABLE
+from webhook.kube.client_config import MODES as NAMESPACE_LABEL_MODES
+
 MAX_BODY_BYTES = 8 * 2**20
 
 
@@ -30,6 +33,8 @@ class Settings:
     # Where the last good policy set and the metrics of all workers are kept. None: the
     # gunicorn master creates a temporary directory and exports it here to its workers.
     state_dir: Path | None = None
+    # Where namespace labels come from: auto, in-cluster, kubeconfig or off.
+    namespace_labels: str = "auto"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -48,6 +53,9 @@ class Settings:
                 env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds
             ),
             state_dir=Path(state_dir) if state_dir else None,
+            namespace_labels=_choice(
+                env, NAMESPACE_LABELS_VARIABLE, defaults.namespace_labels, NAMESPACE_LABEL_MODES
+            ),
         )
 
 
@@ -75,3 +83,10 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if not math.isfinite(value) or value < 0:
         raise SettingsError(f"{name}={text!r} must be 0 (off) or a positive number of seconds")
     return value
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    text = env.get(name) or default
+    if text not in choices:
+        raise SettingsError(f"{name}={text!r} is not one of {', '.join(choices)}")
+    return text
