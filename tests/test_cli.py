@@ -91,6 +91,15 @@ def test_scenario_folders_pass_through_the_test_command() -> None:
     assert "PASS strict/enforced-env-differs" in run.out.splitlines()
 
 
+def test_cookbook_suites_pass() -> None:
+    run = webhook_process("test", "examples/cookbook")
+    assert run.code == 0, run.out + run.err
+    lines = run.out.splitlines()
+    for recipe in ("one-model", "mixed-models", "opt-in-by-label", "production-whole-only"):
+        assert any(line.startswith(f"PASS {recipe}/") for line in lines), (recipe, lines)
+    assert summary(run)[0] >= 13
+
+
 def test_example_suites_pass() -> None:
     run = webhook_process("test", "examples/policy-tests")
     assert run.code == 0, run.out + run.err
