@@ -107,7 +107,7 @@ BAD_SPECS = [
         "spec:\n" + SHARING.replace("15360", '"15360"'),
         10,
         "spec.sharing.models[0].memoryMiB",
-        "must be of type integer, not str",
+        "must be of type integer, not string",
     ),
     (
         "spec:\n" + SHARING.replace("15360", "0"),
@@ -245,7 +245,7 @@ def test_a_bad_policy_is_reported_with_file_line_and_field(
     [
         (HEADER.replace("GPUPolicy", "GpuPolicy") + "spec: {}\n", "kind: must be 'GPUPolicy'"),
         (HEADER.replace("v1alpha1", "v1") + "spec: {}\n", "apiVersion: must be"),
-        (HEADER, "'spec' is a required property"),
+        (HEADER, "spec: is required"),
         (HEADER + "spec: {}\n  bad: [\n", "invalid YAML"),
         (HEADER.replace("name: team", "name: Team_1") + "spec: {}\n", "metadata.name"),
     ],

@@ -4,15 +4,11 @@ is ever returned."""
 
 from __future__ import annotations
 
-import json
 import string
 from collections.abc import Iterator, Mapping
-from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-
-import jsonschema
 
 from webhook.field_paths import FieldPath
 from webhook.k8s_names import (
@@ -41,24 +37,12 @@ from webhook.policy.model import (
 from webhook.policy.namespace_patterns import NamespacePatterns
 from webhook.policy.overlaps import overlap_problems
 from webhook.policy.problems import PolicyLoadError, PolicyProblem
+from webhook.policy.schema_problems import schema_problems, schema_validator
 from webhook.policy.scope import Scope
 from webhook.policy.yaml_documents import DocumentError, SourceDocument, read_documents
 
 SCHEMA_FILE = Path(__file__).with_name("gpupolicy-v1alpha1.schema.json")
 POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-@cache
-def policy_schema() -> Mapping[str, Any]:
-    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-
-
-@cache
-def _schema_validator() -> jsonschema.protocols.Validator:
-    schema = policy_schema()
-    validator_class = jsonschema.validators.validator_for(schema)
-    validator_class.check_schema(schema)
-    return validator_class(schema)
 
 
 def policy_files(directory: Path) -> list[Path]:
@@ -118,40 +102,14 @@ def load_policy_file(path: Path) -> list[Policy]:
 
 
 def policy_from_document(document: SourceDocument) -> Policy:
-    schema_problems = list(_schema_problems(document))
-    if schema_problems:
-        raise PolicyLoadError(schema_problems)
+    problems = schema_problems(document, schema_validator(SCHEMA_FILE))
+    if problems:
+        raise PolicyLoadError(problems)
     builder = _PolicyBuilder(document)
     policy = builder.build()
     if builder.problems:
         raise PolicyLoadError(builder.problems)
     return policy
-
-
-def _schema_problems(document: SourceDocument) -> Iterator[PolicyProblem]:
-    errors = sorted(_schema_validator().iter_errors(document.content), key=lambda e: e.path)
-    for error in errors:
-        path: FieldPath = tuple(error.absolute_path)
-        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            allowed = set(error.schema.get("properties", {}))
-            for key in sorted(set(error.instance) - allowed, key=str):
-                known = ", ".join(sorted(allowed))
-                yield document.problem((*path, key), f"unknown field (known here: {known})")
-        elif error.validator == "required":
-            yield document.problem(path, error.message)
-        else:
-            yield document.problem(path, _short_schema_message(error))
-
-
-def _short_schema_message(error: jsonschema.ValidationError) -> str:
-    if error.validator == "const":
-        return f"must be {error.validator_value!r}, not {error.instance!r}"
-    if error.validator == "enum":
-        choices = ", ".join(repr(choice) for choice in error.validator_value)
-        return f"{error.instance!r} is not one of {choices}"
-    if error.validator == "type":
-        return f"must be of type {error.validator_value}, not {type(error.instance).__name__}"
-    return error.message
 
 
 def _duplicate_names(policies: list[Policy]) -> Iterator[PolicyProblem]:

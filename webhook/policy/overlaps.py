@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from webhook.policy.model import Policy
+from webhook.policy.model import Policy, split_by_exact_namespaces
 from webhook.policy.problems import PolicyProblem
 
 
@@ -37,19 +37,9 @@ def could_both_govern(a: Policy, b: Policy) -> bool:
 
 
 def _candidate_pairs(group: Sequence[Policy]) -> Iterator[tuple[Policy, Policy]]:
-    """The pairs worth checking, in a stable order. Policies that name their namespaces
-    exactly meet only where they share a name, which keeps a thousand per-team policies
-    from costing a million comparisons."""
+    """The pairs worth checking, in a stable order."""
     position = {id(policy): index for index, policy in enumerate(group)}
-    by_name: dict[str, list[Policy]] = defaultdict(list)
-    broad: list[Policy] = []
-    for policy in group:
-        namespaces = policy.match.namespaces
-        if namespaces is None or namespaces.globs:
-            broad.append(policy)
-        else:
-            for name in namespaces.exact:
-                by_name[name].append(policy)
+    by_name, broad = split_by_exact_namespaces(group)
     pairs: set[tuple[int, int]] = set()
     for sharing_a_name in by_name.values():
         for i, a in enumerate(sharing_a_name):

@@ -9,14 +9,13 @@ matches is governed by the built-in policy: every GPU rule enforced, no fraction
 from __future__ import annotations
 
 import heapq
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from webhook.policy.defaults import BUILT_IN_POLICY_NAME, DEFAULT_GOVERNED_RESOURCES
 from webhook.policy.loader import load_policy_directory
-from webhook.policy.model import Policy
+from webhook.policy.model import Policy, split_by_exact_namespaces
 from webhook.policy.namespace_labels import LabelLookup, NamespaceLabelSource
 from webhook.policy.scope import AdmissionTarget, Match
 from webhook.warning_text import one_line_warning
@@ -57,15 +56,7 @@ class PolicySet:
 
     def __post_init__(self) -> None:
         ranked = tuple(sorted(self.policies, key=lambda p: (-p.priority, p.name)))
-        by_namespace: dict[str, list[Policy]] = defaultdict(list)
-        broad: list[Policy] = []
-        for policy in ranked:
-            names = policy.match.namespaces
-            if names is None or names.globs:
-                broad.append(policy)
-            else:
-                for name in names.exact:
-                    by_namespace[name].append(policy)
+        by_namespace, broad = split_by_exact_namespaces(ranked)
         object.__setattr__(self, "_ranked", ranked)
         object.__setattr__(self, "_rank", {id(p): i for i, p in enumerate(ranked)})
         object.__setattr__(

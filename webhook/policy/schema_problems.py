@@ -1,0 +1,72 @@
+"""JSON Schema errors as problems that name the file, the line and the field: one wording for
+policies and for the test formats alike."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from webhook.field_paths import FieldPath
+from webhook.policy.problems import PolicyProblem
+from webhook.policy.yaml_documents import SourceDocument
+
+
+@cache
+def schema_validator(path: Path) -> jsonschema.protocols.Validator:
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    return validator_class(schema)
+
+
+def schema_problems(
+    document: SourceDocument, validator: jsonschema.protocols.Validator
+) -> list[PolicyProblem]:
+    """What in `document` the schema rejects, in line order; unknown fields are named."""
+    problems: list[PolicyProblem] = []
+    reported: set[FieldPath] = set()
+    for error in validator.iter_errors(document.content):
+        path: FieldPath = tuple(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = sorted(error.schema.get("properties", {}))
+            if not known:
+                problems.append(document.problem(path, _message(error)))
+                continue
+            for key in sorted(set(error.instance) - set(known), key=str):
+                problems.append(
+                    document.problem(
+                        (*path, key), f"unknown field (known here: {', '.join(known)})"
+                    )
+                )
+        elif error.validator == "required" and isinstance(error.instance, dict):
+            for key in error.validator_value:
+                if key not in error.instance and (*path, key) not in reported:
+                    reported.add((*path, key))
+                    problems.append(document.problem((*path, key), "is required"))
+        else:
+            problems.append(document.problem(path, _message(error)))
+    return sorted(problems, key=lambda problem: problem.line or 0)
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "const":
+        return f"must be {error.validator_value!r}, not {error.instance!r}"
+    if error.validator == "enum":
+        choices = ", ".join(repr(choice) for choice in error.validator_value)
+        return f"{error.instance!r} is not one of {choices}"
+    if error.validator == "type":
+        return f"must be of type {error.validator_value}, not {_type_name(error.instance)}"
+    if error.validator in ("minItems", "minLength"):
+        return "must not be empty"
+    return error.message
+
+
+def _type_name(value: Any) -> str:
+    names = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}
+    if value is None:
+        return "null"
+    return names.get(type(value), "object" if isinstance(value, dict) else type(value).__name__)
