@@ -322,6 +322,38 @@ def test_lint_prints_every_problem_with_file_line_and_field(tmp_path: Path) -> N
     assert lines[-1] == f"{tmp_path}/: {len(lines) - 1} problems"
 
 
+def test_lint_reports_the_semantic_problems_a_schema_cannot_see(tmp_path: Path) -> None:
+    header = "apiVersion: gpu-admission.example.com/v1alpha1\nkind: GPUPolicy\n"
+    (tmp_path / "a.yaml").write_text(
+        header + "metadata: {name: team-a}\n"
+        "spec:\n"
+        "  match: {namespaces: [ml-*]}\n"
+        "  sharing:\n"
+        "    vramResource: vram.kubernetes.io/mem\n"
+        "    defaultModel: Tesla-T9\n"
+        "    models: [{product: Tesla-T4, memoryMiB: 15360}]\n"
+        "    env: [{name: SHARE, value: '{fractoin}'}]\n"
+    )
+    (tmp_path / "b.yaml").write_text(
+        header + "metadata: {name: team-b}\nspec:\n  match: {namespaces: [ml-vision]}\n"
+    )
+    run = webhook("lint", str(tmp_path))
+    assert run.code == 1
+    for expected in (
+        f"{tmp_path}/a.yaml:7: spec.sharing.vramResource: the kubernetes.io domain is reserved",
+        f"{tmp_path}/a.yaml:8: spec.sharing.defaultModel: 'Tesla-T9' is not in models",
+        f"{tmp_path}/a.yaml:10: spec.sharing.env[0].value: unknown placeholder {{fractoin}}",
+    ):
+        assert any(line.startswith(expected) for line in run.out.splitlines()), run.out
+    # Overlaps are judged once every policy loads on its own.
+    (tmp_path / "a.yaml").write_text(
+        header + "metadata: {name: team-a}\nspec:\n  match: {namespaces: [ml-*]}\n"
+    )
+    run = webhook("lint", str(tmp_path))
+    assert run.code == 1
+    assert f"{tmp_path}/b.yaml:3: spec.match: policy 'team-b' could govern" in run.out, run.out
+
+
 @pytest.mark.parametrize(
     "args", [["lint", "no-such-dir"], ["lint", "README.md"], ["lint", "a", "b"]]
 )
