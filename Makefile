@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.requirements-installed
 BIND ?= 127.0.0.1:8443
 POLICY_DIR ?= policies
+# A terminal reads gunicorn's text layout better; the server's own default is JSON lines.
+LOG_FORMAT ?= text
 CERT_DIR := certs
 
 .PHONY: run test lint format certs venv clean
@@ -26,7 +28,7 @@ run: certs
 	@echo "CA certificate: $(CURDIR)/$(CERT_DIR)/ca.crt"
 	@echo "Try it:  curl --cacert $(CERT_DIR)/ca.crt -H 'Content-Type: application/json' \\"
 	@echo "           --data @examples/review-fractional-pod.json https://$(BIND)/mutate"
-	BIND=$(BIND) POLICY_DIR=$(POLICY_DIR) exec $(BIN)/gunicorn -c python:webhook.server.gunicorn_conf
+	BIND=$(BIND) POLICY_DIR=$(POLICY_DIR) LOG_FORMAT=$(LOG_FORMAT) exec $(BIN)/gunicorn -c python:webhook.server.gunicorn_conf
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,10 +1,12 @@
-"""The Flask application: routes decode, decide and encode, nothing more."""
+"""The Flask application: routes decode, decide and encode, then count and log the answer."""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
+from time import perf_counter
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
@@ -12,12 +14,12 @@ from werkzeug.exceptions import HTTPException
 
 from webhook.admission.answer import judge
 from webhook.admission.review import ReviewDecodeError, ReviewEnvelope, decode_envelope
-from webhook.engine.evaluate import Mode
 from webhook.kube.client_config import namespace_label_source
 from webhook.policy.namespace_labels import NamespaceLabelSource
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import PolicyStore
+from webhook.server.admission_log import AdmissionRecord, Endpoint, log_admission, log_rejection
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import Settings
 
@@ -36,25 +38,37 @@ def create_app(
     come from the Kubernetes API as settings.namespace_labels says, unless given."""
     settings = settings or Settings.from_environ()
     labels = namespace_labels or namespace_label_source(settings.namespace_labels)
-    metrics = WebhookMetrics()
+    metrics = WebhookMetrics(settings.cert_file)
     store = _policy_store(settings, policies, metrics)
     app = Flask("webhook")
     app.extensions["policy_store"] = store
     max_body = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
 
-    def review(mode: Mode) -> tuple[Response, int]:
+    def review(endpoint: Endpoint) -> tuple[Response, int]:
         if request.mimetype != "application/json":
-            return _error(415, "the body must be an AdmissionReview sent as application/json")
+            return rejected(
+                endpoint, 415, "the body must be an AdmissionReview sent as application/json"
+            )
         body = _read_body(max_body)
         if body is None:
-            return _error(413, f"the body is larger than {max_body // 2**20} MiB")
+            return rejected(endpoint, 413, f"the body is larger than {max_body // 2**20} MiB")
+        started = perf_counter()
         try:
             envelope = decode_envelope(body)
         except ReviewDecodeError as error:
-            return _error(400, str(error))
-        admission = judge(envelope, store.current.policy_set, mode, labels, _log_fault)
-        return jsonify(admission.answer()), 200
+            return rejected(endpoint, 400, str(error))
+        admission = judge(envelope, store.current.policy_set, endpoint, labels, _log_fault)
+        reply = jsonify(admission.answer())
+        record = AdmissionRecord.of(endpoint, admission, perf_counter() - started)
+        _observe(lambda: metrics.admitted(record))
+        log_admission(record)
+        return reply, 200
+
+    def rejected(endpoint: Endpoint, code: int, reason: str) -> tuple[Response, int]:
+        _observe(lambda: metrics.rejected(endpoint))
+        log_rejection(endpoint, code, reason)
+        return _error(code, reason)
 
     @app.post("/mutate")
     def mutate() -> tuple[Response, int]:
@@ -87,6 +101,15 @@ def create_app(
 def _log_fault(envelope: ReviewEnvelope, error: Exception) -> str:
     log.exception("unexpected fault while reviewing request %s", envelope.uid)
     return f"the GPU webhook failed on this request (uid {envelope.uid}); its log has details"
+
+
+def _observe(count: Callable[[], None]) -> None:
+    """Count an answer; a metrics fault (a full disk under the metrics files) is logged and
+    never costs the answer."""
+    try:
+        count()
+    except Exception:
+        log.exception("could not update the admission metrics")
 
 
 def _policy_store(

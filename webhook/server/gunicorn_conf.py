@@ -8,6 +8,10 @@ The master also prepares the state directory its workers share: the last good po
 a worker that boots while the policy directory does not load serves instead, and the files in
 which every worker keeps its Prometheus metrics. Workers reload the policies themselves; the
 master never starts a thread, since threads do not survive a fork.
+
+Every log line, gunicorn's and the service's, is written as LOG_FORMAT says (log_format.py):
+a JSON object per line by default. There is no access log: the service writes one line per
+admission itself, with what the apiserver asked and what it was answered.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gunicorn import glogging
+
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
+from webhook.server.log_format import formatter_for
 from webhook.server.settings import Settings, SettingsError
 
 try:
@@ -72,7 +79,8 @@ def on_starting(server: Any) -> None:
         LastGood(state_dir).save(attempt.files, attempt.observed_at)
     except OSError as error:
         _fail(f"the state directory is not usable: {error}; set STATE_DIR to a writable folder")
-    server.log.info("state directory: %s", state_dir)
+    kept = "kept" if _settings.state_dir else "created for this run, removed at exit"
+    server.log.info("state directory: %s (%s)", state_dir, kept)
 
 
 def child_exit(server: Any, worker: Any) -> None:
@@ -111,6 +119,22 @@ def _remove_created_state_dirs() -> None:
 def _fail(message: str) -> NoReturn:
     _remove_created_state_dirs()
     sys.exit(f"webhook: {message}")
+
+
+class _Logger(glogging.Logger):
+    """gunicorn's logger, with its error log written in LOG_FORMAT. gunicorn builds its handlers
+    in `setup`, again on every reload, so the formatter is set there."""
+
+    _formatter = formatter_for(_settings.log_format)
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for handler in self.error_log.handlers:
+            if getattr(handler, "_gunicorn", False):
+                handler.setFormatter(self._formatter)
+
+
+logger_class = _Logger
 
 
 class _ToGunicornErrorLog(logging.Handler):

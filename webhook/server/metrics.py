@@ -7,22 +7,41 @@ test) the metrics live in a registry of their own.
 
 prometheus_client picks its value storage when it is first imported, so nothing in the master
 may import it before PROMETHEUS_MULTIPROC_DIR is set.
+
+The serving certificate's expiry is no stored value: whichever worker answers the scrape reads
+it from the certificate file, so it needs no merging and is never stale.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, multiprocess
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
+from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
 from webhook.policy.store import ReloadResult, ReloadStatus, ServedSet
+from webhook.server.admission_log import AdmissionRecord, Endpoint
+from webhook.server.serving_certificate import CertificateExpiry
 
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+ENDPOINTS: tuple[Endpoint, ...] = ("mutate", "validate")
+# Most answers take well under a millisecond; the apiserver gives up after timeoutSeconds.
+DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+# The kinds the webhook judges keep their name as a label; any other kind a client posts is
+# "other", so a caller cannot mint a time series per made-up kind.
+_KINDS = {(group, kind): kind for group, kind in POD_TEMPLATE_LOCATIONS}
+
+
+def kind_label(group: str, kind: str) -> str:
+    return _KINDS.get((group, kind), "other" if kind else "")
 
 
 class WebhookMetrics:
-    def __init__(self) -> None:
+    def __init__(self, cert_file: Path | None = None) -> None:
         multiprocess_dir = os.environ.get(MULTIPROCESS_DIR_VARIABLE)
         self.registry = CollectorRegistry()
         if multiprocess_dir:
@@ -60,6 +79,31 @@ class WebhookMetrics:
         for result in ("success", "failure"):
             self.policy_reloads.labels(result=result)
 
+        self.admissions = Counter(
+            "gpu_webhook_admissions_total",
+            "Requests to /mutate and /validate, by the kind of object, the verdict and the policy "
+            'that governed it ("" when none did). verdict="bad_request": an HTTP 400, 413 '
+            "or 415 for a body that is not an AdmissionReview.",
+            ["endpoint", "kind", "verdict", "policy"],
+            registry=own,
+        )
+        self.admission_duration = Histogram(
+            "gpu_webhook_admission_duration_seconds",
+            "Time to decode, judge and encode one AdmissionReview, from its body read to its "
+            "answer ready to send.",
+            ["endpoint"],
+            buckets=DURATION_BUCKETS,
+            registry=own,
+        )
+        # Bound once: the histogram's labels never change, and this saves a lookup per answer.
+        self._durations = {
+            endpoint: self.admission_duration.labels(endpoint) for endpoint in ENDPOINTS
+        }
+        for endpoint in ENDPOINTS:
+            self.admissions.labels(endpoint, "", "bad_request", "")
+        if cert_file is not None:
+            self.registry.register(_ServingCertificateCollector(CertificateExpiry(cert_file)))
+
     def policies_observed(
         self, result: ReloadResult | None, current: ServedSet, status: ReloadStatus
     ) -> None:
@@ -70,10 +114,36 @@ class WebhookMetrics:
         if current.source == "directory":
             self.policy_last_success.set(current.loaded_at.timestamp())
 
+    def admitted(self, record: AdmissionRecord) -> None:
+        self.admissions.labels(
+            record.endpoint, kind_label(record.group, record.kind), record.verdict, record.policy
+        ).inc()
+        self._durations[record.endpoint].observe(record.seconds)
+
+    def rejected(self, endpoint: Endpoint) -> None:
+        self.admissions.labels(endpoint, "", "bad_request", "").inc()
+
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition in the format `accept` asks for (Prometheus text by default)."""
         encode, content_type = choose_encoder(accept or "")
         return encode(self.registry), content_type
+
+
+class _ServingCertificateCollector:
+    def __init__(self, expiry: CertificateExpiry) -> None:
+        self.expiry = expiry
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "gpu_webhook_serving_certificate_expiry_timestamp_seconds",
+            "When the serving certificate (TLS_CERT_FILE) expires, its notAfter in Unix time; "
+            "absent while the file cannot be read. Days left: "
+            "(gpu_webhook_serving_certificate_expiry_timestamp_seconds - time()) / 86400.",
+        )
+        not_after = self.expiry.not_after()
+        if not_after is not None:
+            family.add_metric([], not_after)
+        yield family
 
 
 def mark_worker_dead(pid: int) -> None:

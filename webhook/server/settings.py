@@ -12,6 +12,7 @@ from webhook.kube.client_config import MODE_VARIABLE as NAMESPACE_LABELS_VARIABL
 from webhook.kube.client_config import MODES as NAMESPACE_LABEL_MODES
 
 MAX_BODY_BYTES = 8 * 2**20
+LOG_FORMATS = ("json", "text")
 
 
 class SettingsError(ValueError):
@@ -27,6 +28,8 @@ class Settings:
     workers: int = 2
     threads: int = 4
     log_level: str = "info"
+    # json: one JSON object per line, for a log pipeline; text: gunicorn's layout, for a terminal.
+    log_format: str = "json"
     max_body_bytes: int = MAX_BODY_BYTES
     # How often each worker looks for a changed policy directory; 0 turns live reload off.
     policy_reload_seconds: float = 2.0
@@ -49,6 +52,7 @@ class Settings:
             workers=_positive_int(env, "WORKERS", defaults.workers),
             threads=_positive_int(env, "THREADS", defaults.threads),
             log_level=env.get("LOG_LEVEL", defaults.log_level).lower(),
+            log_format=_choice(env, "LOG_FORMAT", defaults.log_format, LOG_FORMATS),
             policy_reload_seconds=_seconds(
                 env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds
             ),

@@ -1,0 +1,76 @@
+"""How every line the server logs is written: as one JSON object (for a log pipeline) or as
+gunicorn's text layout (for a terminal), for gunicorn's own messages and the service's alike.
+
+A record may carry structured fields in its `fields` attribute (`extra={"fields": {...}}`):
+the JSON layout puts them beside the message, the text layout appends them as key=value.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+FIELDS_ATTRIBUTE = "fields"
+# gunicorn's own text layout, so the service's lines and gunicorn's read alike.
+TEXT_LAYOUT = "%(asctime)s [%(process)d] [%(levelname)s] %(message)s"
+TEXT_TIME_LAYOUT = "[%Y-%m-%d %H:%M:%S %z]"
+
+
+def rfc3339(timestamp: float) -> str:
+    """A Unix time as RFC 3339 in UTC, to the millisecond: 2026-05-04T09:30:00.123Z."""
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _fields(record: logging.LogRecord) -> Mapping[str, Any]:
+    fields = getattr(record, FIELDS_ATTRIBUTE, None)
+    return fields if isinstance(fields, Mapping) else {}
+
+
+class JsonFormatter(logging.Formatter):
+    # default=str: a field of an unexpected type must not cost the line.
+    _encoder = json.JSONEncoder(separators=(",", ":"), default=str)
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": rfc3339(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "pid": record.process,
+            "message": record.getMessage(),
+            **_fields(record),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return self._encoder.encode(line)
+
+
+class TextFormatter(logging.Formatter):
+    """gunicorn's own layout, `[time] [pid] [LEVEL] message`, then the fields as key=value."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_LAYOUT, TEXT_TIME_LAYOUT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        text = super().formatMessage(record)
+        fields = _fields(record)
+        if not fields:
+            return text
+        pairs = " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
+        return f"{text} {pairs}"
+
+
+def _text_value(value: Any) -> str:
+    if isinstance(value, str):
+        plain = value and not any(c.isspace() or c in '"=' for c in value)
+        return value if plain else json.dumps(value)
+    return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
+
+
+def formatter_for(log_format: str) -> logging.Formatter:
+    return JsonFormatter() if log_format == "json" else TextFormatter()
