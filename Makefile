@@ -11,7 +11,7 @@ POLICY_DIR ?= policies
 LOG_FORMAT ?= text
 CERT_DIR := certs
 
-.PHONY: run test lint format certs venv clean
+.PHONY: run test lint format certs venv clean deploy-check
 
 venv: $(STAMP)
 
@@ -34,6 +34,10 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+
+# Builds deploy/ with kubectl kustomize and checks it: schemas, rules, settings, matchConditions.
+deploy-check: $(STAMP)
+	$(BIN)/python -m pytest tests/test_deploy.py -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

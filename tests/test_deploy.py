@@ -1,0 +1,698 @@
+"""deploy/ as `kubectl kustomize` renders it: objects the Kubernetes schemas accept, carrying the
+names, rules and settings that the server and its admission core rely on."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from webhook.admission.decide import HANDLED_OPERATIONS
+from webhook.engine.gpu_requests import mentions_gpu
+from webhook.engine.pod_spec import MalformedObject, PodView, pod_labels
+from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS, pod_template_location
+from webhook.policy.label_selectors import LabelSelector, requirement
+from webhook.policy.loader import policy_files
+from webhook.policy.namespace_labels import NoCluster
+from webhook.policy.policy_set import PolicySet
+from webhook.server.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = REPO_ROOT / "deploy"
+POLICIES = REPO_ROOT / "policies"
+SHIPPED_SCENARIOS = REPO_ROOT / "tests" / "scenarios" / "shipped"
+
+BASE = "base"
+SELF_SIGNED = "overlays/self-signed"
+CERT_MANAGER = "overlays/cert-manager"
+TARGETS = (BASE, SELF_SIGNED, CERT_MANAGER)
+# The oldest Kubernetes that applies matchConditions by default, and the version of the
+# kube-apiserver that the reviews in tests/scenarios/shipped were captured from.
+SCHEMA_VERSIONS = ("1.28.0", "1.36.0")
+
+NAMESPACE = "gpu-admission"
+NAME = "gpu-admission-webhook"
+TLS_SECRET = "gpu-admission-webhook-tls"
+POLICY_CONFIGMAP = "gpu-admission-policies"
+CERTS = "gpu-admission-webhook-certs"
+WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+CERT_MANAGER_GROUP = "cert-manager.io"
+# The server sets this one itself, under STATE_DIR (webhook/server/gunicorn_conf.py).
+SERVER_SET_VARIABLES = {"PROMETHEUS_MULTIPROC_DIR"}
+
+# The resource each kind of webhook/engine/workloads.py is served as.
+RESOURCES = {
+    ("", "Pod"): "pods",
+    ("", "PodTemplate"): "podtemplates",
+    ("", "ReplicationController"): "replicationcontrollers",
+    ("apps", "Deployment"): "deployments",
+    ("apps", "StatefulSet"): "statefulsets",
+    ("apps", "DaemonSet"): "daemonsets",
+    ("apps", "ReplicaSet"): "replicasets",
+    ("batch", "Job"): "jobs",
+    ("batch", "CronJob"): "cronjobs",
+}
+
+Manifest = dict[str, Any]
+
+
+@cache
+def _build(target: str) -> tuple[Manifest, ...] | str:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return "kubectl is not installed, so deploy/ cannot be built with its kustomize"
+    result = subprocess.run(
+        [kubectl, "kustomize", str(DEPLOY / target)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, f"kubectl kustomize deploy/{target}:\n{result.stderr}"
+    return tuple(document for document in yaml.safe_load_all(result.stdout) if document)
+
+
+def rendered(target: str) -> tuple[Manifest, ...]:
+    built = _build(target)
+    if isinstance(built, str):
+        pytest.skip(built)
+    return built
+
+
+def find(target: str, kind: str, name: str) -> Manifest:
+    found = [o for o in rendered(target) if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"deploy/{target} holds {len(found)} {kind} named {name}"
+    return found[0]
+
+
+def group_of(manifest: Manifest) -> str:
+    api_version: str = manifest["apiVersion"]
+    return api_version.rpartition("/")[0]
+
+
+def describe(manifest: Manifest) -> str:
+    return f"{manifest['kind']}/{manifest['metadata']['name']}"
+
+
+def pod_spec_of(target: str, kind: str, name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = find(target, kind, name)["spec"]["template"]["spec"]
+    return spec
+
+
+def only_container(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
+    containers = pod_spec["containers"]
+    assert len(containers) == 1 and not pod_spec.get("initContainers")
+    container: dict[str, Any] = containers[0]
+    return container
+
+
+def selector_of(label_selector: Mapping[str, Any]) -> LabelSelector:
+    constraints = [
+        (key, requirement("In", [value]))
+        for key, value in label_selector.get("matchLabels", {}).items()
+    ]
+    constraints += [
+        (expression["key"], requirement(expression["operator"], expression.get("values", [])))
+        for expression in label_selector.get("matchExpressions", [])
+    ]
+    return LabelSelector.build(constraints)
+
+
+def webhooks(target: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    for kind in WEBHOOK_KINDS:
+        for webhook in find(target, kind, NAME)["webhooks"]:
+            yield kind, webhook
+
+
+# --- every object -------------------------------------------------------------------------
+
+
+BASE_OBJECTS = {
+    ("Namespace", NAMESPACE),
+    ("ServiceAccount", NAME),
+    ("ClusterRole", NAME),
+    ("ClusterRoleBinding", NAME),
+    ("ConfigMap", POLICY_CONFIGMAP),
+    ("Service", NAME),
+    ("Deployment", NAME),
+    ("PodDisruptionBudget", NAME),
+    ("MutatingWebhookConfiguration", NAME),
+    ("ValidatingWebhookConfiguration", NAME),
+}
+OBJECTS = {
+    BASE: BASE_OBJECTS,
+    SELF_SIGNED: BASE_OBJECTS
+    | {
+        ("ServiceAccount", CERTS),
+        ("Role", CERTS),
+        ("RoleBinding", CERTS),
+        ("ClusterRole", CERTS),
+        ("ClusterRoleBinding", CERTS),
+        ("Job", CERTS),
+        ("CronJob", CERTS),
+    },
+    CERT_MANAGER: BASE_OBJECTS
+    | {
+        ("Issuer", "gpu-admission-selfsigned"),
+        ("Certificate", "gpu-admission-ca"),
+        ("Issuer", "gpu-admission-ca"),
+        ("Certificate", NAME),
+    },
+}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_each_build_holds_its_objects_in_the_namespace(target: str) -> None:
+    objects = rendered(target)
+    assert {(o["kind"], o["metadata"]["name"]) for o in objects} == OBJECTS[target]
+    assert len(objects) == len(OBJECTS[target]), "an object appears twice"
+    for manifest in objects:
+        namespace = manifest["metadata"].get("namespace")
+        expected = None if manifest["kind"] in CLUSTER_SCOPED else NAMESPACE
+        assert namespace == expected, describe(manifest)
+        labels = manifest["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] in (NAME, CERTS), describe(manifest)
+        assert labels["app.kubernetes.io/part-of"] == NAME, describe(manifest)
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+@pytest.mark.parametrize("target", TARGETS)
+def test_core_objects_match_the_kubernetes_schemas_strictly(target: str, version: str) -> None:
+    # cert-manager's kinds are custom resources: they are not among these schemas, and are
+    # checked on their own below.
+    for manifest in rendered(target):
+        if group_of(manifest) == CERT_MANAGER_GROUP:
+            continue
+        try:
+            kubernetes_validate.validate(manifest, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            where = ".".join(str(part) for part in error.path)
+            pytest.fail(f"{describe(manifest)} in Kubernetes {version}: {where}: {error.message}")
+        except kubernetes_validate.SchemaNotFoundError as error:
+            pytest.fail(error.message)
+
+
+# --- the webhook configurations -----------------------------------------------------------
+
+
+def expected_rules() -> dict[tuple[str, str], set[str]]:
+    missing = set(POD_TEMPLATE_LOCATIONS) - set(RESOURCES)
+    assert not missing, (
+        f"add the resource of {missing} to RESOURCES and to deploy/base/webhooks.yaml"
+    )
+    return {
+        # Pods are judged when created only: decide() lets their UPDATEs pass at once.
+        (group, RESOURCES[group, kind]): {"CREATE"} if location.is_pod else set(HANDLED_OPERATIONS)
+        for (group, kind), location in POD_TEMPLATE_LOCATIONS.items()
+    }
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_rules_send_exactly_the_kinds_and_operations_the_core_handles(target: str) -> None:
+    for kind, webhook in webhooks(target):
+        sent: dict[tuple[str, str], set[str]] = {}
+        for rule in webhook["rules"]:
+            assert rule["apiVersions"] == ["v1"], f"{kind}: {rule}"
+            assert rule["scope"] == "Namespaced", f"{kind}: {rule}"
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    assert (group, resource) not in sent, f"{kind}: {resource} appears twice"
+                    sent[group, resource] = set(rule["operations"])
+        assert sent == expected_rules(), kind
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_webhooks_answer_in_time_without_side_effects(target: str) -> None:
+    paths = {
+        "MutatingWebhookConfiguration": "/mutate",
+        "ValidatingWebhookConfiguration": "/validate",
+    }
+    for kind, webhook in webhooks(target):
+        assert "v1" in webhook["admissionReviewVersions"], kind
+        assert webhook["sideEffects"] == "None", kind
+        assert webhook["timeoutSeconds"] < 30, kind
+        assert webhook["failurePolicy"] == "Fail", kind
+        assert webhook["matchPolicy"] == "Equivalent", kind
+        service = webhook["clientConfig"]["service"]
+        assert service == {"namespace": NAMESPACE, "name": NAME, "path": paths[kind], "port": 443}
+        # Filled in the cluster; an apply that named it would wipe what was filled.
+        assert "caBundle" not in webhook["clientConfig"], kind
+    mutating = find(target, "MutatingWebhookConfiguration", NAME)["webhooks"]
+    assert [webhook["reinvocationPolicy"] for webhook in mutating] == ["IfNeeded"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_both_configurations_select_the_same_objects(target: str) -> None:
+    def selection(kind: str) -> list[Any]:
+        return [
+            (webhook["rules"], webhook["namespaceSelector"], webhook["matchConditions"])
+            for webhook in find(target, kind, NAME)["webhooks"]
+        ]
+
+    assert selection(WEBHOOK_KINDS[0]) == selection(WEBHOOK_KINDS[1])
+
+
+@pytest.mark.parametrize(
+    ("labels", "sent"),
+    [
+        ({"kubernetes.io/metadata.name": "ml-team"}, True),
+        ({"kubernetes.io/metadata.name": "kube-system"}, False),
+        ({"kubernetes.io/metadata.name": NAMESPACE}, False),
+        (
+            {"kubernetes.io/metadata.name": "ml", "gpu-admission.example.com/webhook": "disabled"},
+            False,
+        ),
+        (
+            {"kubernetes.io/metadata.name": "ml", "gpu-admission.example.com/webhook": "enabled"},
+            True,
+        ),
+    ],
+    ids=["other", "kube-system", "own-namespace", "opted-out", "opt-out-label-other-value"],
+)
+def test_namespace_selector(labels: dict[str, str], sent: bool) -> None:
+    for kind, webhook in webhooks(BASE):
+        assert selector_of(webhook["namespaceSelector"]).matches(labels) is sent, kind
+
+
+# --- the server's Deployment --------------------------------------------------------------
+
+
+class _RecordingEnviron(dict[str, str]):
+    """An environment that remembers which variables were looked up."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        super().__init__(values)
+        self.read: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+
+def test_deployment_env_is_what_the_server_reads() -> None:
+    container = only_container(pod_spec_of(BASE, "Deployment", NAME))
+    env = {variable["name"]: variable["value"] for variable in container["env"]}
+    assert len(env) == len(container["env"]), "a variable is set twice"
+    environ = _RecordingEnviron(env)
+    settings = Settings.from_environ(environ)
+    assert set(env) <= environ.read, f"the server never reads {set(env) - environ.read}"
+    assert not set(env) & SERVER_SET_VARIABLES
+    assert settings.bind == "0.0.0.0:8443"
+    assert settings.namespace_labels == "in-cluster"
+    assert settings.policy_dir == Path("/etc/gpu-admission/policies")
+    assert settings.cert_file == Path("/etc/gpu-admission/tls/tls.crt")
+    assert settings.key_file == Path("/etc/gpu-admission/tls/tls.key")
+    assert settings.state_dir == Path("/var/run/gpu-admission")
+    assert [port["containerPort"] for port in container["ports"]] == [8443]
+
+
+def test_deployment_mounts_what_the_settings_name() -> None:
+    pod_spec = pod_spec_of(BASE, "Deployment", NAME)
+    container = only_container(pod_spec)
+    settings = Settings.from_environ({v["name"]: v["value"] for v in container["env"]})
+    volumes = {volume["name"]: volume for volume in pod_spec["volumes"]}
+    mounts = {Path(mount["mountPath"]): mount for mount in container["volumeMounts"]}
+    # Directories, never subPath: kubelet's ..data swap must reach the policy reload.
+    assert all("subPath" not in mount and "subPathExpr" not in mount for mount in mounts.values())
+
+    def volume_at(path: Path) -> dict[str, Any]:
+        assert path in mounts, f"nothing is mounted at {path}"
+        volume: dict[str, Any] = volumes[mounts[path]["name"]]
+        return volume
+
+    assert volume_at(settings.policy_dir)["configMap"]["name"] == POLICY_CONFIGMAP
+    assert settings.cert_file.parent == settings.key_file.parent
+    assert volume_at(settings.cert_file.parent)["secret"]["secretName"] == TLS_SECRET
+    assert (settings.cert_file.name, settings.key_file.name) == ("tls.crt", "tls.key")
+    assert settings.state_dir is not None
+    assert "emptyDir" in volume_at(settings.state_dir)
+    # gunicorn writes its worker heartbeat files under the temporary directory.
+    assert "emptyDir" in volume_at(Path("/tmp"))
+    for path in (settings.policy_dir, settings.cert_file.parent):
+        assert mounts[path].get("readOnly") is True
+
+
+def test_probes_ask_the_server_over_https() -> None:
+    container = only_container(pod_spec_of(BASE, "Deployment", NAME))
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        get = container[probe]["httpGet"]
+        assert get == {"path": path, "port": 8443, "scheme": "HTTPS"}, probe
+
+
+def assert_hardened(pod_spec: Mapping[str, Any], where: str) -> None:
+    pod = pod_spec["securityContext"]
+    assert pod["runAsNonRoot"] is True, where
+    assert pod["seccompProfile"] == {"type": "RuntimeDefault"}, where
+    for container in (*pod_spec.get("initContainers", ()), *pod_spec["containers"]):
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False, where
+        assert context["readOnlyRootFilesystem"] is True, where
+        assert context["capabilities"] == {"drop": ["ALL"]}, where
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        assert context.get("runAsNonRoot", pod["runAsNonRoot"]) is True, where
+        user = context.get("runAsUser", pod.get("runAsUser"))
+        group = context.get("runAsGroup", pod.get("runAsGroup"))
+        assert user == group == 65532, where
+        assert "privileged" not in context, where
+        resources = container["resources"]
+        assert set(resources) == {"requests", "limits"}, where
+        assert set(resources["requests"]) == set(resources["limits"]) == {"cpu", "memory"}
+    assert "priorityClassName" not in pod_spec, where
+    assert not pod_spec.get("hostNetwork") and not pod_spec.get("hostPID"), where
+
+
+def test_the_server_and_the_certificate_job_run_hardened() -> None:
+    assert_hardened(pod_spec_of(BASE, "Deployment", NAME), "Deployment")
+    assert_hardened(pod_spec_of(SELF_SIGNED, "Job", CERTS), "Job")
+    namespace_labels = find(BASE, "Namespace", NAMESPACE)["metadata"]["labels"]
+    assert namespace_labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    assert "USER 65532:65532" in dockerfile, "the image's user must be the manifests' runAsUser"
+
+
+def test_two_replicas_spread_across_nodes_behind_the_service() -> None:
+    deployment = find(BASE, "Deployment", NAME)
+    template_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert template_labels["app.kubernetes.io/name"] == NAME
+    assert deployment["spec"]["replicas"] == 2
+    assert selector_of(deployment["spec"]["selector"]).matches(template_labels)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    [spread] = pod_spec["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert (spread["maxSkew"], spread["whenUnsatisfiable"]) == (1, "ScheduleAnyway")
+    assert selector_of(spread["labelSelector"]).matches(template_labels)
+    budget = find(BASE, "PodDisruptionBudget", NAME)["spec"]
+    assert budget["minAvailable"] == 1
+    assert selector_of(budget["selector"]).matches(template_labels)
+    service = find(BASE, "Service", NAME)["spec"]
+    assert selector_of({"matchLabels": service["selector"]}).matches(template_labels)
+    assert service["ports"] == [
+        {"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}
+    ]
+    # The certificate Job's pods must not count as webhook replicas.
+    job_labels = find(SELF_SIGNED, "Job", CERTS)["spec"]["template"]["metadata"]["labels"]
+    assert not selector_of(budget["selector"]).matches(job_labels)
+
+
+def rules_of(
+    manifest: Manifest,
+) -> list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]]:
+    return sorted(
+        (
+            tuple(rule.get("apiGroups", ())),
+            tuple(rule.get("resources", ())),
+            tuple(rule.get("resourceNames", ())),
+            tuple(sorted(rule["verbs"])),
+        )
+        for rule in manifest["rules"]
+    )
+
+
+def bound_roles(target: str, service_account: str) -> list[tuple[str, str]]:
+    """The (kind, name) of every role bound to the service account."""
+    bound = []
+    for manifest in rendered(target):
+        if manifest["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        for subject in manifest["subjects"]:
+            if subject["kind"] == "ServiceAccount" and subject["name"] == service_account:
+                assert subject["namespace"] == NAMESPACE
+                bound.append((manifest["roleRef"]["kind"], manifest["roleRef"]["name"]))
+    return sorted(bound)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_server_may_only_read_namespaces(target: str) -> None:
+    assert pod_spec_of(target, "Deployment", NAME)["serviceAccountName"] == NAME
+    assert bound_roles(target, NAME) == [("ClusterRole", NAME)]
+    role = find(target, "ClusterRole", NAME)
+    assert rules_of(role) == [(("",), ("namespaces",), (), ("get", "list", "watch"))]
+
+
+def test_the_certificate_job_may_only_touch_its_secret_and_the_two_configurations() -> None:
+    assert bound_roles(SELF_SIGNED, CERTS) == [("ClusterRole", CERTS), ("Role", CERTS)]
+    assert rules_of(find(SELF_SIGNED, "Role", CERTS)) == [
+        (("",), ("secrets",), (), ("create",)),
+        (("",), ("secrets",), (TLS_SECRET,), ("get", "update")),
+    ]
+    assert rules_of(find(SELF_SIGNED, "ClusterRole", CERTS)) == [
+        (
+            ("admissionregistration.k8s.io",),
+            ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"),
+            (NAME,),
+            ("get", "patch"),
+        )
+    ]
+
+
+def test_the_certificate_job_runs_the_cluster_command_of_the_server_image() -> None:
+    job = find(SELF_SIGNED, "Job", CERTS)
+    assert job["spec"]["ttlSecondsAfterFinished"] > 0
+    renewal = find(SELF_SIGNED, "CronJob", CERTS)["spec"]
+    assert renewal["concurrencyPolicy"] == "Forbid"
+    assert renewal["jobTemplate"]["spec"]["template"] == job["spec"]["template"]
+    pod_spec = job["spec"]["template"]["spec"]
+    assert pod_spec["serviceAccountName"] == CERTS
+    container = only_container(pod_spec)
+    server = only_container(pod_spec_of(SELF_SIGNED, "Deployment", NAME))
+    assert container["image"] == server["image"]
+    assert container["command"] == [
+        *("python", "-m", "webhook.certs", "cluster"),
+        *("--namespace", NAMESPACE, "--service", NAME, "--secret", TLS_SECRET),
+        *("--webhook-name", NAME, "--kube", "in-cluster"),
+    ]
+
+
+def test_cert_manager_issues_the_serving_certificate_and_injects_its_ca() -> None:
+    # cert-manager's kinds are not in the Kubernetes schemas: check the fields its CRDs require
+    # and that the chain self-signed issuer -> CA certificate -> CA issuer -> serving
+    # certificate holds together.
+    objects = [o for o in rendered(CERT_MANAGER) if group_of(o) == CERT_MANAGER_GROUP]
+    for manifest in objects:
+        assert manifest["apiVersion"] == "cert-manager.io/v1", describe(manifest)
+        assert manifest["kind"] in ("Issuer", "Certificate"), describe(manifest)
+    issuers = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "Issuer"}
+    certificates = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "Certificate"}
+    for name, spec in issuers.items():
+        assert len(set(spec) & {"selfSigned", "ca", "acme", "vault", "venafi"}) == 1, name
+    for name, spec in certificates.items():
+        assert spec["secretName"] and spec["issuerRef"]["name"] in issuers, name
+        assert spec["issuerRef"].get("kind", "Issuer") == "Issuer", name
+
+    serving = certificates[NAME]
+    assert serving["secretName"] == TLS_SECRET
+    assert f"{NAME}.{NAMESPACE}.svc" in serving["dnsNames"]
+    assert "server auth" in serving["usages"]
+    ca_issuer = issuers[serving["issuerRef"]["name"]]
+    ca_certificate = next(
+        c for c in certificates.values() if c["secretName"] == ca_issuer["ca"]["secretName"]
+    )
+    assert ca_certificate["isCA"] is True
+    assert "selfSigned" in issuers[ca_certificate["issuerRef"]["name"]]
+    for kind in WEBHOOK_KINDS:
+        annotations = find(CERT_MANAGER, kind, NAME)["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{NAME}", kind
+
+
+def test_the_policy_configmap_holds_exactly_the_repository_policies() -> None:
+    configmap = find(BASE, "ConfigMap", POLICY_CONFIGMAP)
+    expected = {path.name: path.read_text() for path in policy_files(POLICIES)}
+    data = configmap["data"]
+    assert sorted(data) == sorted(expected), (
+        "policies/Kustomization must list exactly the policy files of policies/"
+    )
+    for name, text in expected.items():
+        assert data[name] == text
+
+
+# --- the matchConditions, evaluated by the CEL runtime -------------------------------------
+
+SHIPPED_POLICIES = PolicySet.load(POLICIES)
+Condition = Callable[[Mapping[str, Any]], bool]
+
+
+@pytest.fixture(scope="module")
+def match_conditions() -> dict[str, Condition]:
+    """Each webhook's conditions, ANDed as the apiserver does, as a function of the request."""
+    cel = pytest.importorskip("cel_expr_python.cel", reason="the CEL runtime is not installed")
+    # The apiserver declares object and oldObject as dyn, and request as its AdmissionRequest type;
+    # the expressions read only request.kind.kind from it, a string either way.
+    environment = cel.NewEnv(
+        variables={name: cel.Type.DYN for name in ("object", "oldObject", "request")}
+    )
+    conditions: dict[str, Condition] = {}
+    for kind, webhook in webhooks(BASE):
+        programs = []
+        for condition in webhook["matchConditions"]:
+            program = environment.compile(condition["expression"])
+            assert program.return_type() == cel.Type.BOOL, condition["name"]
+            programs.append((condition["name"], program))
+
+        def evaluate(request: Mapping[str, Any], programs: list[Any] = programs) -> bool:
+            data = {
+                "object": request.get("object"),
+                "oldObject": request.get("oldObject"),
+                "request": request,
+            }
+            results = []
+            for name, program in programs:
+                value = program.eval(data=data)
+                assert value.type() == cel.Type.BOOL, f"{name}: {value.plain_value()}"
+                results.append(value.value())
+            return all(results)
+
+        conditions[kind] = evaluate
+    return conditions
+
+
+def is_sent_by_the_rules(request: Mapping[str, Any]) -> bool:
+    location = pod_template_location(request["kind"]["group"], request["kind"]["kind"])
+    if location is None or request.get("subResource"):
+        return False
+    return request["operation"] == "CREATE" or (
+        request["operation"] in HANDLED_OPERATIONS and not location.is_pod
+    )
+
+
+def engine_sees_a_gpu(request: Mapping[str, Any]) -> bool:
+    group, kind = request["kind"]["group"], request["kind"]["kind"]
+    location = pod_template_location(group, kind)
+    assert location is not None
+    obj = request["object"]
+    selection = SHIPPED_POLICIES.select(
+        request.get("namespace", ""), pod_labels(obj, location), NoCluster()
+    )
+    return mentions_gpu(PodView.read(obj, location), selection.policy)
+
+
+def shipped_requests() -> Iterator[Any]:
+    """The shipped scenarios' requests that the rules send, and the objects their patches
+    produced (as the validating webhook and a reinvocation see them), each with whether the
+    engine looks further than "no GPU here" under the shipped policies."""
+    for review_file in sorted(SHIPPED_SCENARIOS.glob("*/review.json")):
+        request = json.loads(review_file.read_text())["request"]
+        if not is_sent_by_the_rules(request):
+            continue
+        folder = review_file.parent.name
+        candidates = [(request, folder)]
+        mutated = review_file.parent / "mutated.json"
+        if mutated.is_file():
+            candidates.append(
+                ({**request, "object": json.loads(mutated.read_text())}, f"{folder}/mutated")
+            )
+        for candidate, name in candidates:
+            try:
+                expected = engine_sees_a_gpu(candidate)
+            except MalformedObject:
+                # The apiserver decodes objects into their types: this shape never reaches it.
+                continue
+            yield pytest.param(candidate, expected, id=name)
+
+
+@pytest.mark.parametrize(("request_", "expected"), list(shipped_requests()))
+def test_match_conditions_send_what_the_engine_looks_at(
+    match_conditions: dict[str, Condition], request_: dict[str, Any], expected: bool
+) -> None:
+    for kind, condition in match_conditions.items():
+        assert condition(request_) is expected, kind
+
+
+def _captured(folder: str) -> dict[str, Any]:
+    request: dict[str, Any] = json.loads((SHIPPED_SCENARIOS / folder / "review.json").read_text())[
+        "request"
+    ]
+    return request
+
+
+def _as_kind(request: Mapping[str, Any], group: str, kind: str, obj: Any) -> dict[str, Any]:
+    resource = RESOURCES[group, kind]
+    return {
+        **request,
+        "kind": {"group": group, "version": "v1", "kind": kind},
+        "resource": {"group": group, "version": "v1", "resource": resource},
+        "object": obj,
+    }
+
+
+def made_up_requests() -> Iterator[Any]:
+    """Kinds and shapes the captured reviews lack, made from them."""
+    gpu = _captured("05-create-deployment-llm-serve")
+    plain = _captured("27-create-deployment-whole-serve")
+    for label, source, expected in (("gpu", gpu, True), ("plain", plain, False)):
+        template = copy.deepcopy(source["object"]["spec"]["template"])
+        metadata = {"name": "made-up", "namespace": source["namespace"]}
+        podtemplate = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": metadata}
+        podtemplate["template"] = template
+        yield pytest.param(
+            _as_kind(source, "", "PodTemplate", podtemplate), expected, id=f"podtemplate-{label}"
+        )
+        controller = {"apiVersion": "v1", "kind": "ReplicationController", "metadata": metadata}
+        controller["spec"] = {"replicas": 1, "selector": {"app": "x"}, "template": template}
+        yield pytest.param(
+            _as_kind(source, "", "ReplicationController", controller),
+            expected,
+            id=f"replicationcontroller-{label}",
+        )
+    controller = {"apiVersion": "v1", "kind": "ReplicationController", "metadata": {}}
+    controller["spec"] = {"replicas": 0}
+    yield pytest.param(
+        _as_kind(gpu, "", "ReplicationController", controller),
+        False,
+        id="replicationcontroller-without-template",
+    )
+    # A Pod without containers, as the apiserver encodes it before its validation refuses it.
+    pod = copy.deepcopy(_captured("11-create-pod-plain-web"))
+    pod["object"]["spec"]["containers"] = None
+    yield pytest.param(pod, False, id="pod-with-null-containers")
+    # A GPU asked for only in requests: the webhook must see it to explain the rule.
+    pod = copy.deepcopy(_captured("11-create-pod-plain-web"))
+    pod["object"]["spec"]["containers"][0]["resources"] = {"requests": {"amd.com/gpu": "1"}}
+    yield pytest.param(pod, True, id="pod-gpu-in-requests-only")
+    pod = copy.deepcopy(_captured("11-create-pod-plain-web"))
+    pod["object"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.5gb": "1"}}
+    yield pytest.param(pod, True, id="pod-mig-profile")
+    # A GPU in a sidecar (an init container that keeps running) only.
+    pod = copy.deepcopy(_captured("11-create-pod-plain-web"))
+    sidecar = {"name": "probe", "image": "probe", "restartPolicy": "Always"}
+    sidecar["resources"] = {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
+    pod["object"]["spec"]["initContainers"] = [sidecar]
+    yield pytest.param(pod, True, id="pod-gpu-in-sidecar-only")
+
+
+@pytest.mark.parametrize(("request_", "expected"), list(made_up_requests()))
+def test_match_conditions_on_other_kinds_and_shapes(
+    match_conditions: dict[str, Condition], request_: dict[str, Any], expected: bool
+) -> None:
+    for kind, condition in match_conditions.items():
+        assert condition(request_) is expected, kind
+
+
+def test_match_conditions_on_the_captured_reviews(match_conditions: dict[str, Condition]) -> None:
+    for folder, expected in (
+        ("01-create-pod-frac-quarter", True),
+        ("03-create-pod-kai-style", True),
+        ("04-create-pod-sidecar-and-init", True),
+        ("05-create-deployment-llm-serve", True),
+        ("06-create-statefulset-notebooks", True),
+        ("07-create-daemonset-gpu-probe", True),
+        ("08-create-job-batch-infer", True),
+        ("09-create-cronjob-nightly-eval", True),
+        ("11-create-pod-plain-web", False),
+        ("28-update-deployment-whole-serve", True),
+    ):
+        for kind, condition in match_conditions.items():
+            assert condition(_captured(folder)) is expected, f"{folder}: {kind}"
