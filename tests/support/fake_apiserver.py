@@ -1,5 +1,5 @@
-"""A thin fake of the kube-apiserver: only the namespace endpoints the label cache calls, answered
-in the shapes the real API uses, over plain HTTP on 127.0.0.1.
+"""A thin fake of the kube-apiserver: only the endpoints the label cache and the certificate Job
+call, answered in the shapes the real API uses, over plain HTTP on 127.0.0.1.
 
 - `GET /api/v1/namespaces`: a NamespaceList (items without kind and apiVersion, as the real
   list encodes them) at the current resourceVersion.
@@ -9,6 +9,15 @@ in the shapes the real API uses, over plain HTTP on 127.0.0.1.
   Without a version (or "0") the stream starts with an ADDED event per namespace. With
   `timeoutSeconds` the stream ends then, after a BOOKMARK when `allowWatchBookmarks=true`.
 - `GET /api/v1/namespaces/{name}`: the Namespace, or the 404 `NotFound` Status.
+- `POST /api/v1/namespaces/{ns}/secrets`: 201 and the Secret, or 409 `AlreadyExists`.
+- `GET` and `PUT /api/v1/namespaces/{ns}/secrets/{name}`: a PUT whose resourceVersion is not the
+  stored one gets 409 `Conflict`; one without a resourceVersion is unconditional, as for Secrets.
+- `GET` and `PATCH /apis/admissionregistration.k8s.io/v1/{mutating,validating}webhookconfigurations/
+  {name}`: a PATCH must be `application/json-patch+json` (anything else is 415 here) and is
+  applied with `jsonpatch`; a patch that does not apply (a failed `test`) is 422 `Invalid`.
+
+Every request is recorded with its method, path, query, content type and decoded body. A write
+moves the resourceVersion only when it changes the object, as an apiserver skips no-op writes.
 
 Test code changes namespaces (each change moves the resourceVersion and reaches open watches),
 can delay watch delivery, stall named reads, expire the watch history, and stop and restart the
@@ -17,8 +26,10 @@ server on the same port; state survives a restart, as etcd outlives an apiserver
 
 from __future__ import annotations
 
+import copy
 import json
 import queue
+import re
 import select
 import socket
 import threading
@@ -30,17 +41,31 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
+import jsonpatch
+import jsonpointer
 import yaml
 
 NAMESPACES_PATH = "/api/v1/namespaces"
+SECRETS_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets(?:/([^/]+))?$")
+ADMISSION_GROUP = "admissionregistration.k8s.io"
+WEBHOOKS_PATH = re.compile(
+    rf"^/apis/{re.escape(ADMISSION_GROUP)}/v1/(mutating|validating)webhookconfigurations/([^/]+)$"
+)
+WEBHOOK_KINDS = {
+    "mutating": "MutatingWebhookConfiguration",
+    "validating": "ValidatingWebhookConfiguration",
+}
+JSON = "application/json"
+JSON_PATCH = "application/json-patch+json"
 NAME_LABEL = "kubernetes.io/metadata.name"
 TRUE_WORDS = {"1", "t", "T", "true", "TRUE", "True"}
 FALSE_WORDS = {"0", "f", "F", "false", "FALSE", "False"}
 
 Event = dict[str, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,6 +73,9 @@ class RecordedRequest:
     method: str
     path: str
     query: Mapping[str, str]
+    content_type: str | None = None
+    # The JSON body decoded, or its text when it is not JSON; None without a body.
+    body: Any = None
 
     @property
     def is_watch(self) -> bool:
@@ -87,6 +115,9 @@ class FakeApiServer:
         self._reads_released = threading.Event()
         self._reads_released.set()
         self._requests: list[RecordedRequest] = []
+        self._secrets: dict[tuple[str, str], Event] = {}
+        self._webhook_configurations: dict[tuple[str, str], Event] = {}
+        self._hooks: list[tuple[str, str, Callable[[], object]]] = []
         self._httpd: _Httpd | None = None
         self.port = 0
 
@@ -154,12 +185,19 @@ class FakeApiServer:
         return [r for r in self.requests() if r.is_watch]
 
     def reads(self, name: str | None = None) -> list[RecordedRequest]:
+        """Reads of one namespace (not of the objects in it)."""
         prefix = NAMESPACES_PATH + "/"
         return [
             r
             for r in self.requests()
-            if r.path.startswith(prefix) and (name is None or r.path == prefix + name)
+            if r.path.startswith(prefix)
+            and "/" not in r.path.removeprefix(prefix)
+            and (name is None or r.path == prefix + name)
         ]
+
+    def writes(self) -> list[RecordedRequest]:
+        """Every request that is not a GET."""
+        return [r for r in self.requests() if r.method != "GET"]
 
     def open_watches(self) -> int:
         with self._lock:
@@ -248,7 +286,162 @@ class FakeApiServer:
         finally:
             self._reads_released.set()
 
+    # --- Secrets and webhook configurations, as test code sees them ----------------------
+
+    def put_secret(self, namespace: str, secret: Mapping[str, Any]) -> Event:
+        """Store `secret` as another writer would, creating or replacing it."""
+        with self._lock:
+            body = json.loads(json.dumps(secret))
+            name = body["metadata"]["name"]
+            return self._store(self._secrets, (namespace, name), body, namespace)
+
+    def secret(self, namespace: str, name: str) -> Event | None:
+        with self._lock:
+            return _copy(self._secrets.get((namespace, name)))
+
+    def add_webhook_configuration(
+        self, kind: str, name: str, webhooks: list[Mapping[str, Any]]
+    ) -> Event:
+        """Store a `kind` ("mutating" or "validating") webhook configuration."""
+        body = {
+            "kind": WEBHOOK_KINDS[kind],
+            "apiVersion": f"{ADMISSION_GROUP}/v1",
+            "metadata": {"name": name},
+            "webhooks": json.loads(json.dumps(webhooks)),
+        }
+        with self._lock:
+            return self._store(self._webhook_configurations, (kind, name), body, None)
+
+    def webhook_configuration(self, kind: str, name: str) -> Event | None:
+        with self._lock:
+            return _copy(self._webhook_configurations.get((kind, name)))
+
+    def before_next(self, method: str, path: str, action: Callable[[], object]) -> None:
+        """Run `action` once, when the next `method` request for `path` arrives and before it
+        is answered: another writer that gets in between a client's read and its write."""
+        with self._lock:
+            self._hooks.append((method, path, action))
+
     # --- serving (handler threads) -------------------------------------------------------
+
+    def run_hooks(self, method: str, path: str) -> None:
+        with self._lock:
+            due = [hook for hook in self._hooks if hook[:2] == (method, path)]
+            self._hooks = [hook for hook in self._hooks if hook not in due]
+        for _, _, action in due:
+            action()
+
+    def read_secret(self, namespace: str, name: str) -> tuple[int, Event]:
+        with self._lock:
+            found = self._secrets.get((namespace, name))
+            if found is None:
+                return 404, _not_found("secrets", "", name)
+            return 200, _copy(found)
+
+    def create_secret(self, namespace: str, body: Any) -> tuple[int, Event]:
+        problem = _unusable_object(body, namespace)
+        if problem is not None:
+            return problem
+        name = body["metadata"]["name"]
+        with self._lock:
+            if (namespace, name) in self._secrets:
+                message = f'secrets "{name}" already exists'
+                details = {"name": name, "kind": "secrets"}
+                return 409, status(409, "AlreadyExists", message, details)
+            return 201, self._store(self._secrets, (namespace, name), body, namespace)
+
+    def replace_secret(self, namespace: str, name: str, body: Any) -> tuple[int, Event]:
+        problem = _unusable_object(body, namespace)
+        if problem is not None:
+            return problem
+        if body["metadata"]["name"] != name:
+            message = (
+                f"the name of the object ({body['metadata']['name']}) does not match the name "
+                f"on the URL ({name})"
+            )
+            return 400, status(400, "BadRequest", message)
+        with self._lock:
+            current = self._secrets.get((namespace, name))
+            if current is None:
+                return 404, _not_found("secrets", "", name)
+            version = body["metadata"].get("resourceVersion")
+            if version and version != current["metadata"]["resourceVersion"]:
+                message = (
+                    f'Operation cannot be fulfilled on secrets "{name}": the object has been '
+                    "modified; please apply your changes to the latest version and try again"
+                )
+                return 409, status(409, "Conflict", message, {"name": name, "kind": "secrets"})
+            if body.get("type", "Opaque") != current.get("type", "Opaque"):
+                message = (
+                    f'Secret "{name}" is invalid: type: Invalid value: "{body.get("type")}": '
+                    "field is immutable"
+                )
+                return 422, status(422, "Invalid", message, {"name": name, "kind": "Secret"})
+            return 200, self._store(self._secrets, (namespace, name), body, namespace)
+
+    def read_webhook_configuration(self, kind: str, name: str) -> tuple[int, Event]:
+        with self._lock:
+            found = self._webhook_configurations.get((kind, name))
+            if found is None:
+                return 404, _not_found(f"{kind}webhookconfigurations", ADMISSION_GROUP, name)
+            return 200, _copy(found)
+
+    def patch_webhook_configuration(
+        self, kind: str, name: str, content_type: str | None, body: Any
+    ) -> tuple[int, Event]:
+        if content_type != JSON_PATCH:
+            message = (
+                "the body of the request was in an unknown format - accepted media types "
+                f"include: {JSON_PATCH}"
+            )
+            return 415, status(415, "UnsupportedMediaType", message)
+        try:
+            patch = jsonpatch.JsonPatch(body)
+        except (jsonpatch.InvalidJsonPatch, TypeError) as error:
+            return 400, status(400, "BadRequest", str(error))
+        with self._lock:
+            current = self._webhook_configurations.get((kind, name))
+            if current is None:
+                return 404, _not_found(f"{kind}webhookconfigurations", ADMISSION_GROUP, name)
+            try:
+                patched = patch.apply(_copy(current))
+            except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException):
+                # What the apiserver answers when a patch does not apply, a failed test included.
+                message = "the server rejected our request due to an error in our request"
+                return 422, status(422, "Invalid", message, {})
+            key = (kind, name)
+            return 200, self._store(self._webhook_configurations, key, patched, None)
+
+    def _store(
+        self,
+        objects: dict[tuple[str, str], Event],
+        key: tuple[str, str],
+        body: Event,
+        namespace: str | None,
+    ) -> Event:
+        """Keep `body` under `key` with the metadata the apiserver owns; a body equal to the
+        stored object changes nothing, not even the resourceVersion."""
+        body = _copy(body)
+        metadata = body.setdefault("metadata", {})
+        metadata.pop("managedFields", None)
+        if namespace is not None:
+            metadata["namespace"] = namespace
+            body.setdefault("type", "Opaque")
+        current = objects.get(key)
+        if current is not None:
+            for field in ("uid", "creationTimestamp", "resourceVersion"):
+                metadata[field] = current["metadata"][field]
+            if body == current:
+                return _copy(current)
+        else:
+            metadata["uid"] = str(uuid.uuid4())
+            metadata["creationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._version += 1
+        metadata["resourceVersion"] = str(self._version)
+        objects[key] = body
+        return _copy(body)
+
+    # --- namespaces (handler threads) ----------------------------------------------------
 
     def record(self, request: RecordedRequest) -> None:
         with self._lock:
@@ -325,6 +518,38 @@ class FakeApiServer:
             watcher.put(event)
 
 
+def _copy(obj: T) -> T:
+    return copy.deepcopy(obj)
+
+
+def _not_found(resource: str, group: str, name: str) -> Event:
+    qualified = f"{resource}.{group}" if group else resource
+    details = {"name": name, "group": group, "kind": resource} if group else None
+    details = details or {"name": name, "kind": resource}
+    return status(404, "NotFound", f'{qualified} "{name}" not found', details)
+
+
+def _method_not_allowed() -> tuple[int, Event]:
+    message = "the server does not allow this method on the requested resource"
+    return 405, status(405, "MethodNotAllowed", message, {})
+
+
+def _unusable_object(body: Any, namespace: str) -> tuple[int, Event] | None:
+    """The 400 or 422 the apiserver answers for a body that is no object for this namespace."""
+    if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+        return 400, status(400, "BadRequest", "the request body is not an object")
+    metadata = body["metadata"]
+    if not metadata.get("name"):
+        message = "metadata.name: Required value: name or generateName is required"
+        return 422, status(422, "Invalid", message)
+    if metadata.get("namespace", namespace) != namespace:
+        message = (
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+        return 400, status(400, "BadRequest", message)
+    return None
+
+
 def _namespace_labels(name: str, labels: Mapping[str, str]) -> dict[str, str]:
     # The API sets this label on every namespace; Go encodes map keys sorted.
     return dict(sorted({**labels, NAME_LABEL: name}.items()))
@@ -374,7 +599,20 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.server.api
         url = urlsplit(self.path)
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
-        api.record(RecordedRequest(self.command, url.path, query))
+        content_type, body = self._read_body()
+        api.record(RecordedRequest(self.command, url.path, query, content_type, body))
+        secrets = SECRETS_PATH.match(url.path)
+        webhooks = WEBHOOKS_PATH.match(url.path)
+        if secrets or webhooks:
+            if api.token is not None and self.headers.get("Authorization") != f"Bearer {api.token}":
+                self._send_json(401, status(401, "Unauthorized", "Unauthorized"))
+                return
+            api.run_hooks(self.command, url.path)
+            if secrets:
+                self._send_json(*self._secrets(secrets[1], secrets[2], content_type, body))
+            elif webhooks:
+                self._send_json(*self._webhooks(webhooks[1], webhooks[2], content_type, body))
+            return
         if self.command != "GET":
             message = "the server does not allow this method on the requested resource"
             self._send_json(405, status(405, "MethodNotAllowed", message, {}))
@@ -407,8 +645,50 @@ class _Handler(BaseHTTPRequestHandler):
         missing = "the server could not find the requested resource"
         self._send_json(404, status(404, "NotFound", missing, {}))
 
-    # The label cache only reads; anything else is recorded, so a test sees it, and refused.
+    # Namespaces are only read; anything else is recorded, so a test sees it, and refused.
     do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def _read_body(self) -> tuple[str | None, Any]:
+        """The media type (without parameters) and the body: decoded JSON, else text."""
+        header = self.headers.get("Content-Type")
+        content_type = header.split(";")[0].strip().lower() if header else None
+        length = int(self.headers.get("Content-Length") or 0)
+        if not length:
+            return content_type, None
+        data = self.rfile.read(length)
+        try:
+            return content_type, json.loads(data)
+        except ValueError:
+            return content_type, data.decode(errors="replace")
+
+    def _secrets(
+        self, namespace: str, name: str | None, content_type: str | None, body: Any
+    ) -> tuple[int, Event]:
+        api = self.server.api
+        # Without a Content-Type the apiserver reads JSON, its first media type.
+        if self.command in ("POST", "PUT") and content_type not in (None, JSON):
+            message = (
+                "the body of the request was in an unknown format - accepted media types "
+                f"include: {JSON}"
+            )
+            return 415, status(415, "UnsupportedMediaType", message)
+        if name is None and self.command == "POST":
+            return api.create_secret(namespace, body)
+        if name is not None and self.command == "GET":
+            return api.read_secret(namespace, name)
+        if name is not None and self.command == "PUT":
+            return api.replace_secret(namespace, name, body)
+        return _method_not_allowed()
+
+    def _webhooks(
+        self, kind: str, name: str, content_type: str | None, body: Any
+    ) -> tuple[int, Event]:
+        api = self.server.api
+        if self.command == "GET":
+            return api.read_webhook_configuration(kind, name)
+        if self.command == "PATCH":
+            return api.patch_webhook_configuration(kind, name, content_type, body)
+        return _method_not_allowed()
 
     def _serve_watch(self, query: Mapping[str, str]) -> None:
         api = self.server.api

@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import ssl
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -60,6 +62,9 @@ METRICS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 _created_state_dirs: list[Path] = []
 
 
+_TLS_LOAD_ATTEMPTS = 3
+
+
 def on_starting(server: Any) -> None:
     _send_webhook_log_to_gunicorn()
     for path, what in ((_settings.cert_file, "certificate"), (_settings.key_file, "private key")):
@@ -81,6 +86,18 @@ def on_starting(server: Any) -> None:
         _fail(f"the state directory is not usable: {error}; set STATE_DIR to a writable folder")
     kept = "kept" if _settings.state_dir else "created for this run, removed at exit"
     server.log.info("state directory: %s (%s)", state_dir, kept)
+
+
+def ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> Any:
+    # gunicorn reads tls.crt and tls.key with two opens for each new connection; a renewed
+    # Secret swapped in between pairs the old certificate with the new key. Read them again.
+    for attempt in range(_TLS_LOAD_ATTEMPTS):
+        try:
+            return default_ssl_context_factory()
+        except (ssl.SSLError, FileNotFoundError):
+            if attempt == _TLS_LOAD_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def child_exit(server: Any, worker: Any) -> None:
