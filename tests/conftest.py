@@ -13,6 +13,14 @@ from tests.support.server import WebhookServer
 StartServer = Callable[[Path], WebhookServer]
 
 
+@pytest.fixture
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubernetes client honours proxy variables: keep every request on loopback."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
 @pytest.fixture(scope="session")
 def kube_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeApiServer]:
     """The Kubernetes API the shared servers read namespace labels from. Tests add the

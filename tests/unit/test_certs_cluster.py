@@ -23,6 +23,8 @@ from tests.support.fake_apiserver import FakeApiServer, RecordedRequest
 from webhook.certs import create_ca, issue_serving_certificate, main, service_hosts
 from webhook.certs.pem import certificate_pem, key_pem, load_certificate, load_private_key
 
+pytestmark = pytest.mark.usefixtures("no_proxy")
+
 TOKEN = "certs-token"
 NAMESPACE = "gpu-system"
 SERVICE = "gpu-admission"
@@ -62,14 +64,6 @@ MUTATING = [
     webhook("workloads.mutate.gpu-admission.example.com", "/mutate"),
 ]
 VALIDATING = [webhook("pods.validate.gpu-admission.example.com", "/validate")]
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kubernetes client honours proxy variables: keep every request on loopback."""
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
 
 
 @pytest.fixture

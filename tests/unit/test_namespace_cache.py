@@ -19,6 +19,8 @@ from webhook.kube.client_config import api_client, namespace_label_source
 from webhook.kube.namespace_cache import Backoff, NamespaceLabelCache
 from webhook.policy.namespace_labels import LabelLookup, NoCluster
 
+pytestmark = pytest.mark.usefixtures("no_proxy")
+
 TOKEN = "test-token"
 NAME_LABEL = "kubernetes.io/metadata.name"
 T = TypeVar("T")
@@ -43,14 +45,6 @@ def labels(lookup: LabelLookup) -> dict[str, str] | None:
     if lookup.labels is None:
         return None
     return {key: value for key, value in lookup.labels.items() if key != NAME_LABEL}
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kubernetes client honours proxy variables: keep every request on loopback."""
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
 
 
 @pytest.fixture
