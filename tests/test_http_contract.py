@@ -197,7 +197,9 @@ def test_an_unexpected_fault_is_answered_with_the_uid_and_no_traceback(
 ) -> None:
     policies = ExplodingPolicies(PolicySet.load(REPO_ROOT / "policies").policies)
     app = create_app(Settings(policy_dir=REPO_ROOT / "policies"), policies)
-    document = review(pod_request({"spec": {"containers": [{"name": "a"}]}}))
+    # A GPU pod: one without GPUs leaves before any policy is chosen.
+    gpu_container = {"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    document = review(pod_request({"spec": {"containers": [gpu_container]}}))
     reply = app.test_client().post("/mutate", json=document)
     assert reply.status_code == 200
     response = reply.get_json()["response"]

@@ -228,3 +228,19 @@ def test_value_sets() -> None:
     assert None in ValueSet.all_but(["a"])
     assert (ValueSet.of(["a"]) & ValueSet.all_but(["a"])).empty
     assert not (ValueSet.all_but(["a"]) & ValueSet.all_but(["b"])).empty
+
+
+class RefusingLabels:
+    def labels_of(self, namespace: str) -> LabelLookup:
+        raise AssertionError(f"looked up the labels of {namespace} for a pod without GPUs")
+
+
+def test_a_pod_without_gpus_never_waits_on_namespace_labels(policy_set: PolicySet) -> None:
+    from webhook.admission.decide import decide
+    from webhook.admission.review import AdmissionRequest
+
+    pod = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "web"}]}}
+    request = AdmissionRequest("uid", "", "v1", "Pod", "CREATE", "", "web", "web", pod, None, False)
+    assert decide(request, policy_set, "mutate", RefusingLabels()).allowed
+    assert policy_set.is_gpu_resource("nvidia.com/mig-1g.5gb")
+    assert not policy_set.is_gpu_resource("memory")

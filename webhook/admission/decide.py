@@ -7,7 +7,8 @@ from typing import Any
 from webhook.admission.review import AdmissionRequest
 from webhook.admission.verdict import Verdict
 from webhook.engine.evaluate import Mode, evaluate_pod
-from webhook.engine.pod_spec import MalformedObject, pod_labels
+from webhook.engine.gpu_requests import asks_for
+from webhook.engine.pod_spec import MalformedObject, PodView, pod_labels
 from webhook.engine.workloads import PodTemplateLocation, pod_template_location
 from webhook.policy.namespace_labels import NamespaceLabelSource, NoCluster
 from webhook.policy.policy_set import PolicySet, Selection
@@ -41,13 +42,14 @@ def decide(
         # replaced by the Deployment controller.
         return Verdict.allow()
     try:
+        pod = PodView.read(obj, location)
+        if not asks_for(pod, policies.is_gpu_resource):
+            # Before selection: a pod without GPUs never waits on a namespace label lookup.
+            return Verdict.allow()
         labels = pod_labels(obj, location)
-    except MalformedObject as error:
-        return Verdict.bad_object(f"{_describe(request)}: {error}")
-    selection = policies.select(request.namespace, labels, namespace_labels or _NO_CLUSTER)
-    policy = selection.policy
-    try:
-        outcome = evaluate_pod(obj, location, policy, mode)
+        selection = policies.select(request.namespace, labels, namespace_labels or _NO_CLUSTER)
+        policy = selection.policy
+        outcome = evaluate_pod(obj, location, policy, mode, pod)
     except MalformedObject as error:
         return Verdict.bad_object(f"{_describe(request)}: {error}")
     if not outcome.governed:

@@ -24,8 +24,8 @@ import jsonpointer
 from webhook.cli.cases import Expectation
 from webhook.cli.render import unified_diff
 from webhook.engine.evaluate import Mode
+from webhook.warning_text import MAX_WARNING_LENGTH
 
-MAX_WARNING_LENGTH = 120
 SHOWN_OPERATIONS = 3
 
 # Sends a review to an endpoint and returns the AdmissionReview that comes back.
@@ -105,9 +105,9 @@ def _denial(response: Mapping[str, Any], expect: Expectation) -> list[Failure]:
 def _warnings(response: Mapping[str, Any], expect: Expectation) -> list[Failure]:
     warnings: list[str] = response.get("warnings", [])
     failures = [
-        Failure(f"a warning is not one line under {MAX_WARNING_LENGTH} characters: {warning!r}")
+        Failure(f"a warning is not one line of at most {MAX_WARNING_LENGTH} chars: {warning!r}")
         for warning in warnings
-        if "\n" in warning or len(warning) >= MAX_WARNING_LENGTH
+        if "\n" in warning or len(warning) > MAX_WARNING_LENGTH
     ]
     for fragment in expect.warnings:
         if not any(fragment in warning for warning in warnings):

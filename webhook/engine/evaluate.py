@@ -64,9 +64,14 @@ class SharePlan:
 
 
 def evaluate_pod(
-    obj: dict[str, Any], location: PodTemplateLocation, policy: Policy, mode: Mode
+    obj: dict[str, Any],
+    location: PodTemplateLocation,
+    policy: Policy,
+    mode: Mode,
+    pod: PodView | None = None,
 ) -> PodOutcome:
-    pod = PodView.read(obj, location)
+    """`pod`: the view of `obj` when the caller has read it already."""
+    pod = pod or PodView.read(obj, location)
     if not mentions_gpu(pod, policy):
         return PodOutcome()
     record = ShareRecord.read(pod.annotations) if policy.sharing else ShareRecord()

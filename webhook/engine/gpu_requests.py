@@ -3,6 +3,7 @@ whole numbers, and fractions between 0 and 1 only where the policy shares the re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -22,15 +23,21 @@ class GpuRequests:
     whole: list[WholeGpu] = field(default_factory=list)
 
 
-def mentions_gpu(pod: PodView, policy: Policy) -> bool:
-    """Whether the pod asks for anything this policy governs. Most pods don't: they leave here."""
+def asks_for(pod: PodView, is_gpu_resource: Callable[[str], bool]) -> bool:
+    """Whether the pod carries the fraction annotation or asks for a resource that
+    `is_gpu_resource` names. Most pods don't: they leave here."""
     if FRACTION_ANNOTATION in pod.annotations:
         return True
-    for container in pod.containers:
-        for name in (*container.limits, *container.requests):
-            if policy.is_vram(name) or policy.governing(name):
-                return True
-    return False
+    return any(
+        is_gpu_resource(name)
+        for container in pod.containers
+        for name in (*container.limits, *container.requests)
+    )
+
+
+def mentions_gpu(pod: PodView, policy: Policy) -> bool:
+    """Whether the pod asks for anything this policy governs."""
+    return asks_for(pod, lambda name: policy.is_vram(name) or policy.governing(name) is not None)
 
 
 def read_gpu_requests(pod: PodView, policy: Policy) -> GpuRequests:

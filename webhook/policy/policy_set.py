@@ -49,7 +49,8 @@ class Selection:
 class PolicySet:
     policies: tuple[Policy, ...]
     fallback: Policy = BUILT_IN_POLICY
-    _ranked: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
+    _gpu_names: frozenset[str] = field(init=False, repr=False, compare=False)
+    _gpu_prefixes: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _by_namespace: Mapping[str, tuple[Policy, ...]] = field(init=False, repr=False, compare=False)
     _broad: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
     _rank: Mapping[int, int] = field(init=False, repr=False, compare=False)
@@ -57,7 +58,13 @@ class PolicySet:
     def __post_init__(self) -> None:
         ranked = tuple(sorted(self.policies, key=lambda p: (-p.priority, p.name)))
         by_namespace, broad = split_by_exact_namespaces(ranked)
-        object.__setattr__(self, "_ranked", ranked)
+        every = (*self.policies, self.fallback)
+        resources = [resource for policy in every for resource in policy.resources]
+        vram = {policy.sharing.vram_resource for policy in every if policy.sharing}
+        names = {resource.name for resource in resources if not resource.is_family}
+        prefixes = {resource.name[:-1] for resource in resources if resource.is_family}
+        object.__setattr__(self, "_gpu_names", frozenset(names | vram))
+        object.__setattr__(self, "_gpu_prefixes", tuple(sorted(prefixes)))
         object.__setattr__(self, "_rank", {id(p): i for i, p in enumerate(ranked)})
         object.__setattr__(
             self, "_by_namespace", {name: tuple(found) for name, found in by_namespace.items()}
@@ -67,6 +74,11 @@ class PolicySet:
     @classmethod
     def load(cls, directory: Path) -> PolicySet:
         return cls(load_policy_directory(directory))
+
+    def is_gpu_resource(self, name: str) -> bool:
+        """Whether any policy here, or the built-in one, governs `name` (as a GPU resource or
+        as its VRAM): an object that asks for none of these needs no policy chosen at all."""
+        return name in self._gpu_names or name.startswith(self._gpu_prefixes)
 
     def select(
         self,
