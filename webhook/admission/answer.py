@@ -15,6 +15,7 @@ from webhook.admission.review import (
     ReviewEnvelope,
     encode_response,
     read_request,
+    response_body,
 )
 from webhook.admission.verdict import Verdict
 from webhook.engine.evaluate import Mode
@@ -25,7 +26,7 @@ from webhook.policy.policy_set import PolicySet
 FaultMessage = Callable[[ReviewEnvelope, Exception], str]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Admission:
     envelope: ReviewEnvelope
     request: AdmissionRequest | None
@@ -34,6 +35,10 @@ class Admission:
     def answer(self) -> dict[str, Any]:
         """The AdmissionReview sent back."""
         return encode_response(self.envelope.api_version, self.envelope.uid, self.verdict)
+
+    def body(self) -> bytes:
+        """The AdmissionReview sent back, as JSON text."""
+        return response_body(self.envelope.api_version, self.envelope.uid, self.verdict)
 
 
 def judge(

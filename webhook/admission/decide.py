@@ -6,15 +6,23 @@ from typing import Any
 
 from webhook.admission.review import AdmissionRequest
 from webhook.admission.verdict import Verdict
-from webhook.engine.evaluate import Mode, evaluate_pod
+from webhook.bounded_cache import BoundedCache
+from webhook.engine.evaluate import Mode, PodOutcome
 from webhook.engine.gpu_requests import asks_for
+from webhook.engine.outcome_cache import DEFAULT_MAX_ENTRIES, OutcomeCache
 from webhook.engine.pod_spec import MalformedObject, PodView, pod_labels
 from webhook.engine.workloads import PodTemplateLocation, pod_template_location
+from webhook.policy.model import Policy
 from webhook.policy.namespace_labels import NamespaceLabelSource, NoCluster
 from webhook.policy.policy_set import PolicySet, Selection
 
 HANDLED_OPERATIONS = ("CREATE", "UPDATE")
 _NO_CLUSTER = NoCluster()
+# Shared by the threads of a process: the pods of one workload are judged once.
+_OUTCOMES = OutcomeCache()
+_ALLOWING_VERDICTS: BoundedCache[tuple[int, tuple[str, ...]], tuple[PodOutcome, Verdict]] = (
+    BoundedCache(DEFAULT_MAX_ENTRIES)
+)
 
 
 def decide(
@@ -49,18 +57,30 @@ def decide(
         labels = pod_labels(obj, location)
         selection = policies.select(request.namespace, labels, namespace_labels or _NO_CLUSTER)
         policy = selection.policy
-        outcome = evaluate_pod(obj, location, policy, mode, pod)
+        outcome = _OUTCOMES.evaluate(obj, pod, policy, mode)
     except MalformedObject as error:
         return Verdict.bad_object(f"{_describe(request)}: {error}")
     if not outcome.governed:
         return Verdict.allow()
-    audit = {"policy": policy.name}
     warnings = _with_policy_named(
         selection, request.namespace, outcome.warnings, bool(outcome.operations)
     )
     if outcome.violations:
         message = "; ".join(violation.message for violation in outcome.violations)
+        audit = {"policy": policy.name}
         return Verdict.deny(f"{_describe(request)}: {message}", warnings=warnings, audit=audit)
+    # An allowing verdict names no request, so one serves every pod with this outcome.
+    key = (id(outcome), warnings)
+    kept = _ALLOWING_VERDICTS.get(key)
+    if kept is not None and kept[0] is outcome:
+        return kept[1]
+    verdict = _allowing_verdict(outcome, policy, warnings)
+    _ALLOWING_VERDICTS.put(key, (outcome, verdict))
+    return verdict
+
+
+def _allowing_verdict(outcome: PodOutcome, policy: Policy, warnings: tuple[str, ...]) -> Verdict:
+    audit = {"policy": policy.name}
     if outcome.rewritten:
         audit["rewritten"] = outcome.rewritten
     if outcome.operations:

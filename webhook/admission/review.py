@@ -7,14 +7,16 @@ of the wrong shape is a `MalformedRequest`, answered in-band as a denial.
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from webhook.admission.verdict import Verdict
 
 SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+# encode_response's layout, compact, with the members after the uid left to the verdict.
+_BODY = '{"apiVersion":%s,"kind":"AdmissionReview","response":{"uid":%s,%s}}'
 
 
 class ReviewDecodeError(ValueError):
@@ -25,14 +27,15 @@ class MalformedRequest(ValueError):
     """The review has a uid, but its request cannot be read."""
 
 
-@dataclass(frozen=True)
+# Made for every request: slots rather than frozen, whose __init__ costs five times as much.
+@dataclass(slots=True)
 class ReviewEnvelope:
     api_version: str
     uid: str
     request: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AdmissionRequest:
     uid: str
     group: str
@@ -101,20 +104,12 @@ def _string(node: dict[str, Any], key: str, where: str, *, required: bool = Fals
 
 
 def encode_response(envelope_api_version: str, uid: str, verdict: Verdict) -> dict[str, Any]:
-    response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
-    if not verdict.allowed:
-        response["status"] = {
-            "status": "Failure",
-            "code": verdict.code,
-            "reason": verdict.reason,
-            "message": verdict.message,
-        }
-    if verdict.patch:
-        patch = json.dumps(verdict.patch, separators=(",", ":")).encode()
-        response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(patch).decode("ascii")
-    if verdict.warnings:
-        response["warnings"] = list(verdict.warnings)
-    if verdict.audit_annotations:
-        response["auditAnnotations"] = dict(verdict.audit_annotations)
+    response = {"uid": uid, **verdict.response_members()}
     return {"apiVersion": envelope_api_version, "kind": "AdmissionReview", "response": response}
+
+
+def response_body(envelope_api_version: str, uid: str, verdict: Verdict) -> bytes:
+    """encode_response as the JSON text sent back. All that follows the uid is the verdict's,
+    encoded once however many requests it answers."""
+    api_version = encode_basestring_ascii(envelope_api_version)
+    return (_BODY % (api_version, encode_basestring_ascii(uid), verdict.members_json())).encode()

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.gpu_model import ModelChoice, choose_model, owns_pin
 from webhook.engine.gpu_requests import mentions_gpu, read_gpu_requests
-from webhook.engine.patch import Operation, PatchRecorder
+from webhook.engine.patch import JsonPatch, PatchRecorder
 from webhook.engine.placement import (
     merge_node_selector,
     merge_tolerations,
@@ -37,6 +37,7 @@ from webhook.quantity import QuantityError, parse_quantity
 from webhook.warning_text import one_line_warning
 
 Mode = Literal["mutate", "validate"]
+_NO_OPERATIONS = JsonPatch()
 ContainerKey = tuple[str, int]
 
 
@@ -45,7 +46,8 @@ class PodOutcome:
     """`governed` is False for pods that ask for no GPU: nothing was looked at beyond that."""
 
     violations: tuple[Violation, ...] = ()
-    operations: tuple[Operation, ...] = ()
+    operations: JsonPatch = _NO_OPERATIONS
+    # The object with the operations applied, as the recorder made it.
     document: Mapping[str, Any] | None = None
     warnings: tuple[str, ...] = ()
     rewritten: str = ""
@@ -186,7 +188,7 @@ class _PodChange:
         if self.violations:
             return PodOutcome(violations=tuple(self.violations), governed=True)
         return PodOutcome(
-            operations=tuple(self.recorder.operations),
+            operations=JsonPatch(self.recorder.operations),
             document=self.recorder.document,
             warnings=tuple(one_line_warning(warning) for warning in self.warnings),
             rewritten="; ".join(self.rewrites),

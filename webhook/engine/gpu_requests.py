@@ -28,11 +28,15 @@ def asks_for(pod: PodView, is_gpu_resource: Callable[[str], bool]) -> bool:
     `is_gpu_resource` names. Most pods don't: they leave here."""
     if FRACTION_ANNOTATION in pod.annotations:
         return True
-    return any(
-        is_gpu_resource(name)
-        for container in pod.containers
-        for name in (*container.limits, *container.requests)
-    )
+    # Loops rather than any() over a generator: every pod passes here.
+    for container in pod.containers:
+        for name in container.limits:
+            if is_gpu_resource(name):
+                return True
+        for name in container.requests:
+            if is_gpu_resource(name):
+                return True
+    return False
 
 
 def mentions_gpu(pod: PodView, policy: Policy) -> bool:

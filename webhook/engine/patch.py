@@ -7,15 +7,32 @@ made. Pointers are escaped by `jsonpointer`, the library `jsonpatch` uses.
 
 from __future__ import annotations
 
+import base64
 import copy
-from collections.abc import Sequence
-from functools import lru_cache
+import json
+from collections.abc import Iterable, Sequence
+from functools import cached_property, lru_cache
 from typing import Any
 
 from jsonpointer import JsonPointer
 
 Part = str | int
 Operation = dict[str, Any]
+
+
+class JsonPatch(tuple[Operation, ...]):
+    """The operations of one patch, encoded once however many answers carry it (an outcome
+    may be reused for many pods)."""
+
+    @classmethod
+    def of(cls, operations: Iterable[Operation]) -> JsonPatch:
+        return operations if isinstance(operations, JsonPatch) else cls(operations)
+
+    @cached_property
+    def base64(self) -> str:
+        """The patch as an AdmissionReview response carries it: base64 of the JSON text."""
+        text = json.dumps(self, separators=(",", ":")).encode()
+        return base64.b64encode(text).decode("ascii")
 
 
 class PatchRecorder:

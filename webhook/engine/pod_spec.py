@@ -6,6 +6,7 @@ Objects arrive as decoded JSON and may hold anything; a field of the wrong type 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,10 +25,18 @@ class MalformedObject(ValueError):
         super().__init__(f"{format_field(path)}: {problem}")
 
 
+_ENCODE_INPUT = json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
+
+
+# What an absent mapping reads as. Shared, and never written: the engine writes through its
+# patch recorder only.
+_NOTHING: dict[str, Any] = {}
+
+
 def _mapping(node: Mapping[str, Any], key: str, path: Path) -> Mapping[str, Any]:
     value = node.get(key)
     if value is None:
-        return {}
+        return _NOTHING
     if not isinstance(value, dict):
         raise MalformedObject((*path, key), f"must be an object, not {_json_type(value)}")
     return value
@@ -50,12 +59,26 @@ def _json_type(value: object) -> str:
 
 def _resolve(root: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
     node: Any = root
+    for key in path:
+        node = node.get(key)
+        if node is None:
+            return _slow_resolve(root, path)
+        if type(node) is not dict:
+            return _slow_resolve(root, path)
+    return node
+
+
+def _slow_resolve(root: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
+    """_resolve where a part is absent or of the wrong type: which, and where, is worked out
+    only then."""
+    node: Any = root
     for index, key in enumerate(path):
         node = _mapping(node, str(key), path[:index])
     return node
 
 
-@dataclass(frozen=True)
+# Read for every request: slots rather than frozen, whose __init__ costs five times as much.
+@dataclass(slots=True)
 class Container:
     kind: ContainerList
     index: int
@@ -75,10 +98,13 @@ class Container:
         return _list(self.raw, "env", self.path)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PodView:
+    """The engine reads a pod only through this view: its annotations, its containers' names,
+    resources and env, and the spec's nodeSelector, tolerations and affinity. `engine_input`
+    lists exactly these; a new reader must be added there too."""
+
     location: PodTemplateLocation
-    metadata: Mapping[str, Any]
     annotations: Mapping[str, Any]
     spec: Mapping[str, Any]
     containers: tuple[Container, ...]
@@ -88,7 +114,27 @@ class PodView:
         metadata = _resolve(obj, location.metadata)
         annotations = _mapping(metadata, "annotations", location.metadata)
         spec = _resolve(obj, location.spec)
-        return cls(location, metadata, annotations, spec, _read_containers(spec, location.spec))
+        return cls(location, annotations, spec, _read_containers(spec, location.spec))
+
+    def engine_input(self) -> str | None:
+        """Everything the engine reads of this pod, as one JSON text: pods with the same text
+        get the same outcome. None when a part is no JSON value (a date read from YAML)."""
+        spec = self.spec
+        try:
+            return _ENCODE_INPUT(
+                [
+                    self.annotations,
+                    [
+                        (c.kind, c.name, c.limits, c.requests, c.raw.get("env"))
+                        for c in self.containers
+                    ],
+                    spec.get("nodeSelector"),
+                    spec.get("tolerations"),
+                    spec.get("affinity"),
+                ]
+            )
+        except (TypeError, ValueError):
+            return None
 
     def node_selector(self) -> Mapping[str, Any]:
         return _mapping(self.spec, "nodeSelector", self.location.spec)
@@ -134,7 +180,12 @@ def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Containe
             if not isinstance(name, str):
                 raise MalformedObject((*path, "name"), "must be a string")
             resources = _mapping(raw, "resources", path)
-            resources_path = (*path, "resources")
+            if resources:
+                resources_path = (*path, "resources")
+                limits = _mapping(resources, "limits", resources_path)
+                requests = _mapping(resources, "requests", resources_path)
+            else:
+                limits = requests = _NOTHING
             containers.append(
                 Container(
                     kind=kind,
@@ -142,8 +193,8 @@ def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Containe
                     name=name,
                     path=path,
                     raw=raw,
-                    limits=_mapping(resources, "limits", resources_path),
-                    requests=_mapping(resources, "requests", resources_path),
+                    limits=limits,
+                    requests=requests,
                 )
             )
     return tuple(containers)

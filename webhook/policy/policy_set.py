@@ -23,7 +23,7 @@ from webhook.warning_text import one_line_warning
 BUILT_IN_POLICY = Policy(name=BUILT_IN_POLICY_NAME, resources=DEFAULT_GOVERNED_RESOURCES)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Selection:
     """The governing policy, and the policies passed over because they select namespaces by
     label and the namespace's labels are unknown (`unknown_because` says why)."""

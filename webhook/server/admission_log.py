@@ -34,7 +34,7 @@ def verdict_name(verdict: Verdict) -> VerdictName:
     return "errored" if verdict.code >= 500 else "denied"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AdmissionRecord:
     endpoint: Endpoint
     uid: str

@@ -59,7 +59,7 @@ def create_app(
         except ReviewDecodeError as error:
             return rejected(endpoint, 400, str(error))
         admission = judge(envelope, store.current.policy_set, endpoint, labels, _log_fault)
-        reply = jsonify(admission.answer())
+        reply = Response(admission.body(), 200, mimetype="application/json")
         record = AdmissionRecord.of(endpoint, admission, perf_counter() - started)
         _observe(lambda: metrics.admitted(record))
         log_admission(record)

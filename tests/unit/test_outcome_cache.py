@@ -1,0 +1,154 @@
+"""The outcome cache gives what the engine gives: pods that differ only where the engine does
+not read share one outcome, pods that differ where it reads do not, and a reloaded policy
+never reuses an older one's outcome."""
+
+import copy
+import datetime
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.test_engine_properties import POD, POLICY, pods
+from webhook.admission.decide import decide
+from webhook.admission.review import decode_envelope, read_request
+from webhook.bounded_cache import BoundedCache
+from webhook.engine.evaluate import evaluate_pod
+from webhook.engine.outcome_cache import OutcomeCache
+from webhook.engine.pod_spec import PodView
+from webhook.engine.workloads import pod_template_location
+from webhook.policy.loader import load_policy_directory
+from webhook.policy.policy_set import PolicySet
+
+SHIPPED = Path(__file__).resolve().parents[1] / "scenarios" / "shipped"
+REPO_POLICIES = Path(__file__).resolve().parents[2] / "policies"
+
+
+def fresh(obj: dict[str, Any], policy: Any = POLICY, mode: Any = "mutate") -> Any:
+    return replace(evaluate_pod(obj, POD, policy, mode), document=None)
+
+
+# Fields the engine never reads, each with a value that differs from pod to pod in a cluster.
+def _elsewhere(pod: dict[str, Any], index: int) -> None:
+    pod["metadata"]["name"] = f"serve-7d9f-{index}"
+    pod["metadata"]["uid"] = f"uid-{index}"
+    pod["metadata"].setdefault("labels", {})["pod-template-hash"] = str(index)
+    spec = pod["spec"]
+    spec["volumes"] = [{"name": f"kube-api-access-{index}", "projected": {"sources": []}}]
+    spec["nodeName"] = f"node-{index}"
+    spec["serviceAccountName"] = f"sa-{index}"
+    for container in spec["containers"]:
+        container["image"] = f"cuda:12.{index}"
+        container["volumeMounts"] = [{"name": f"kube-api-access-{index}", "mountPath": "/v"}]
+        container["ports"] = [{"containerPort": 8000 + index}]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(pods(), st.sampled_from(["mutate", "validate"]))
+def test_a_cached_outcome_is_the_engines_and_serves_pods_that_differ_elsewhere(
+    pod: dict[str, Any], mode: Any
+) -> None:
+    cache = OutcomeCache()
+    first = cache.evaluate(pod, PodView.read(pod, POD), POLICY, mode)
+    assert first == fresh(pod, mode=mode)
+    sibling = copy.deepcopy(pod)
+    _elsewhere(sibling, 7)
+    assert fresh(sibling, mode=mode) == first
+    assert cache.evaluate(sibling, PodView.read(sibling, POD), POLICY, mode) is first
+    assert len(cache) == 1
+
+
+def test_pods_that_differ_where_the_engine_reads_get_their_own_outcomes() -> None:
+    base: dict[str, Any] = {
+        "metadata": {"name": "a"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+    }
+    variants = [copy.deepcopy(base) for _ in range(7)]
+    variants[1]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
+    variants[2]["spec"]["containers"][0]["name"] = "d"
+    variants[3]["spec"]["containers"][0]["env"] = [{"name": "X", "value": "1"}]
+    variants[4]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "Tesla-T4"}
+    variants[5]["spec"]["tolerations"] = [{"key": "k", "operator": "Exists"}]
+    variants[6]["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    cache = OutcomeCache()
+    keys = {PodView.read(pod, POD).engine_input() for pod in variants}
+    assert len(keys) == len(variants)
+    for pod in variants:
+        assert cache.evaluate(pod, PodView.read(pod, POD), POLICY, "mutate") == fresh(pod)
+    assert len(cache) == len(variants)
+
+
+def test_a_reloaded_policy_does_not_reuse_the_outcomes_of_the_one_it_replaced() -> None:
+    pod = _gpu_pod()
+    reloaded = load_policy_directory(REPO_POLICIES)[0]
+    assert reloaded == POLICY and reloaded is not POLICY
+    cache = OutcomeCache()
+    first = cache.evaluate(pod, PodView.read(pod, POD), POLICY, "mutate")
+    again = cache.evaluate(pod, PodView.read(pod, POD), reloaded, "mutate")
+    assert again == first and again is not first
+
+
+def test_a_pod_with_a_value_json_cannot_hold_is_judged_without_the_cache() -> None:
+    pod = _gpu_pod()
+    # A manifest read from YAML may hold a date where the API would hold a string.
+    pod["metadata"]["annotations"] = {"released": datetime.date(2026, 1, 1)}
+    view = PodView.read(pod, POD)
+    assert view.engine_input() is None
+    cache = OutcomeCache()
+    assert cache.evaluate(pod, view, POLICY, "mutate") == fresh(pod)
+    assert len(cache) == 0
+
+
+def test_the_cache_keeps_at_most_its_size_and_forgets_the_oldest_first() -> None:
+    cache: BoundedCache[int, str] = BoundedCache(3)
+    for key in range(5):
+        cache.put(key, str(key))
+    assert len(cache) == 3
+    assert [cache.get(key) for key in range(5)] == [None, None, "2", "3", "4"]
+
+
+def test_every_shipped_review_gets_the_same_answer_the_second_time() -> None:
+    policies = PolicySet.load(REPO_POLICIES)
+    for folder in sorted(SHIPPED.iterdir()):
+        request = read_request(decode_envelope((folder / "review.json").read_bytes()))
+        first = decide(request, policies, "mutate")
+        second = decide(copy.deepcopy(request), policies, "mutate")
+        assert second == first, folder.name
+
+
+def test_a_denial_from_a_reused_outcome_names_the_pod_it_answers() -> None:
+    policies = PolicySet.load(REPO_POLICIES)
+    review = (SHIPPED / "10-create-pod-bad-req-ne-lim" / "review.json").read_bytes()
+    messages = []
+    for name in ("first-pod", "second-pod"):
+        request = read_request(decode_envelope(review))
+        request.name = name
+        verdict = decide(request, policies, "mutate")
+        assert not verdict.allowed
+        messages.append(verdict.message)
+    assert messages[0].startswith('Pod "first-pod"')
+    assert messages[1].startswith('Pod "second-pod"')
+
+
+def test_a_template_and_a_pod_with_the_same_spec_get_their_own_patches() -> None:
+    pod = _gpu_pod()
+    deployment = {"spec": {"template": {"metadata": {}, "spec": copy.deepcopy(pod["spec"])}}}
+    location = pod_template_location("apps", "Deployment")
+    assert location is not None
+    cache = OutcomeCache()
+    for obj, where in ((pod, POD), (deployment, location)):
+        outcome = cache.evaluate(obj, PodView.read(obj, where), POLICY, "mutate")
+        paths = {operation["path"] for operation in outcome.operations}
+        prefix = "/spec/template/spec/" if where is location else "/spec/containers/"
+        assert paths and any(path.startswith(prefix) for path in paths), paths
+
+
+def _gpu_pod() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "250m"}}}]
+        },
+    }

@@ -1,0 +1,46 @@
+"""Outcomes of pods already judged, kept by everything the engine reads of them.
+
+The pods of one ReplicaSet, Job or StatefulSet differ only in what the engine never reads
+(their names, the token volume the apiserver adds), so each pod after the first reuses the
+first one's outcome instead of being judged again. The key is the pod's `engine_input`, the
+governing policy (by identity: a reloaded set brings new objects) and the mode, so two pods
+share an outcome only when the engine would see the same thing in them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from webhook.bounded_cache import BoundedCache
+from webhook.engine.evaluate import Mode, PodOutcome, evaluate_pod
+from webhook.engine.pod_spec import PodView
+from webhook.engine.workloads import PodTemplateLocation
+from webhook.policy.model import Policy
+
+# A few hundred distinct pod shapes cover a large cluster's workloads; an entry is a few KiB.
+DEFAULT_MAX_ENTRIES = 1024
+
+_Key = tuple[int, Mode, PodTemplateLocation, str]
+
+
+class OutcomeCache:
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        self._entries: BoundedCache[_Key, tuple[Policy, PodOutcome]] = BoundedCache(max_entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def evaluate(self, obj: dict[str, Any], pod: PodView, policy: Policy, mode: Mode) -> PodOutcome:
+        """What `evaluate_pod` says of this pod, without its `document`."""
+        text = pod.engine_input()
+        if text is None:
+            return replace(evaluate_pod(obj, pod.location, policy, mode, pod), document=None)
+        key = (id(policy), mode, pod.location, text)
+        entry = self._entries.get(key)
+        # The policy itself is kept in the entry: an id can be reused once a set is dropped.
+        if entry is not None and entry[0] is policy:
+            return entry[1]
+        outcome = replace(evaluate_pod(obj, pod.location, policy, mode, pod), document=None)
+        self._entries.put(key, (policy, outcome))
+        return outcome
