@@ -10,8 +10,9 @@ POLICY_DIR ?= policies
 # A terminal reads gunicorn's text layout better; the server's own default is JSON lines.
 LOG_FORMAT ?= text
 CERT_DIR := certs
+SUDO := $(shell test "$$(id -u)" -eq 0 || echo sudo)
 
-.PHONY: run test lint format certs venv clean deploy-check
+.PHONY: run test lint format certs venv clean deploy-check bench
 
 venv: $(STAMP)
 
@@ -34,6 +35,15 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+
+# The benchmark (bench/README.md): the server as `make run` starts it, against the same stack
+# answering a fixed review, under Debian's wrk. BENCH_ARGS="--check" fails on a missed target;
+# "--quick" shortens every run; "--readme" copies the figures into README.md.
+bench: certs
+	@command -v wrk >/dev/null || { \
+		echo "bench: installing wrk, the load generator (Debian package)"; \
+		$(SUDO) apt-get install -y -q wrk || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q wrk; }; }
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 # Builds deploy/ with kubectl kustomize and checks it: schemas, rules, settings, matchConditions.
 deploy-check: $(STAMP)

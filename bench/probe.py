@@ -1,0 +1,44 @@
+"""One request, sent with the standard library, to see that a server is up and answers right
+before wrk measures it."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+from pathlib import Path
+from typing import Any
+
+HOST = "127.0.0.1"
+CA_FILE = Path("certs/ca.crt")
+
+
+def _connection(port: int, timeout: float) -> http.client.HTTPSConnection:
+    context = ssl.create_default_context(cafile=str(CA_FILE))
+    return http.client.HTTPSConnection(HOST, port, context=context, timeout=timeout)
+
+
+def healthy(port: int, timeout: float = 2.0) -> bool:
+    connection = _connection(port, timeout)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
+
+
+def post_review(port: int, body: bytes, path: str = "/mutate") -> tuple[int, Any]:
+    """The HTTP status and the decoded JSON answer (None when the body is not JSON)."""
+    connection = _connection(port, 10.0)
+    try:
+        connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        data = response.read()
+    finally:
+        connection.close()
+    try:
+        return response.status, json.loads(data)
+    except ValueError:
+        return response.status, None
