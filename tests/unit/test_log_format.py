@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from webhook.server.log_format import JsonFormatter, TextFormatter, rfc3339
 from webhook.server.settings import Settings, SettingsError
@@ -67,6 +70,17 @@ def test_a_text_line_is_gunicorns_layout_then_key_value(fields: dict, suffix: st
 
 def test_times_are_rfc3339_in_utc_to_the_millisecond() -> None:
     assert rfc3339(0) == "1970-01-01T00:00:00.000Z"
+    assert rfc3339(1.9999996) == "1970-01-01T00:00:02.000Z"
+
+
+@given(st.lists(st.floats(min_value=0, max_value=4e9), min_size=1, max_size=4))
+def test_times_read_as_datetime_reads_them(timestamps: list[float]) -> None:
+    # The date and time of the last second are kept between lines: in turn, each must read
+    # as its own.
+    for timestamp in (*timestamps, *(t + 0.5 for t in timestamps)):
+        moment = datetime.fromtimestamp(timestamp, UTC)
+        expected = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        assert rfc3339(timestamp) == expected
 
 
 @pytest.mark.parametrize(("value", "chosen"), [(None, "json"), ("json", "json"), ("text", "text")])

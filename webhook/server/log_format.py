@@ -21,8 +21,29 @@ TEXT_TIME_LAYOUT = "[%Y-%m-%d %H:%M:%S %z]"
 
 def rfc3339(timestamp: float) -> str:
     """A Unix time as RFC 3339 in UTC, to the millisecond: 2026-05-04T09:30:00.123Z."""
-    moment = datetime.fromtimestamp(timestamp, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    global _last_second
+    second = int(timestamp)
+    # Rounded to the microsecond first, as datetime does, then cut to the millisecond.
+    micros = round((timestamp - second) * 1e6)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    cached_second, prefix = _last_second
+    if second != cached_second:
+        # Every line of a second shares its date and time: a line is written per admission.
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _last_second = (second, prefix)
+    return f"{prefix}.{micros // 1000:03d}Z"
+
+
+_last_second: tuple[int, str] = (-1, "")
+
+
+def lighten_log_records() -> None:
+    """Stop the logging module from gathering what no layout here prints: the caller's file
+    and line (a walk up the stack), and thread and multiprocessing names."""
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = False
+    logging.logMultiprocessing = False
 
 
 def _fields(record: logging.LogRecord) -> Mapping[str, Any]:
