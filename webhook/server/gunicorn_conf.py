@@ -14,7 +14,11 @@ a JSON object per line by default. There is no access log: the service writes on
 admission itself, with what the apiserver asked and what it was answered.
 
 Each worker builds its TLS context once, and again only when the certificate files change
-(tls_context.py): gunicorn's own hook builds one, CA store included, for every connection.
+(tls_context.py): gunicorn's own hook builds one, CA store included, for every connection. The
+master loads the pair once before it forks, so a pair that does not load stops startup.
+
+Workers are gthread workers that serve a kept-alive connection's next request on the same
+thread, and share the apiserver's few kept-alive connections out evenly (worker/).
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gunicorn import glogging
+from gunicorn import sock as gunicorn_sock
 
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
 from webhook.server.log_format import formatter_for, lighten_log_records
 from webhook.server.settings import Settings, SettingsError
 from webhook.server.tls_context import TLSContextCache
+from webhook.server.worker import ConnectionTable
 
 try:
     _settings = Settings.from_environ()
@@ -46,7 +52,7 @@ wsgi_app = "webhook.server.app:create_app()"
 bind = [_settings.bind]
 certfile = str(_settings.cert_file)
 keyfile = str(_settings.key_file)
-worker_class = "gthread"
+worker_class = "webhook.server.worker.KeepAliveThreadWorker"
 workers = _settings.workers
 threads = _settings.threads
 # The kube-apiserver keeps idle connections for 90 s; a shorter keep-alive here would make it
@@ -64,8 +70,10 @@ STATE_DIR_VARIABLE = "STATE_DIR"
 METRICS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 # State directories this master created, and so removes when it exits.
 _created_state_dirs: list[Path] = []
-# Empty in the master; each worker fills its own copy on its first connection.
+# Filled in the master, which checks that the pair loads; each worker starts from its copy.
 _tls_contexts = TLSContextCache()
+# Made here, in the master before it forks, so that all its workers share it.
+_connection_table = ConnectionTable()
 
 
 def on_starting(server: Any) -> None:
@@ -76,6 +84,13 @@ def on_starting(server: Any) -> None:
                 f"the TLS {what} {path} does not exist: run `make certs`, or set "
                 "TLS_CERT_FILE and TLS_KEY_FILE"
             )
+    try:
+        gunicorn_sock.ssl_context(server.cfg)
+    except OSError as error:  # ssl.SSLError is one
+        _fail(
+            f"the TLS certificate {_settings.cert_file} and key {_settings.key_file} "
+            f"do not load: {error}"
+        )
     attempt = load_settled_directory(_settings.policy_dir)
     if attempt.policy_set is None:
         problems = "\n".join(f"  {problem}" for problem in attempt.problems)
@@ -97,7 +112,12 @@ def ssl_context(
     return _tls_contexts.context(config.certfile, config.keyfile, default_ssl_context_factory)
 
 
+def pre_fork(server: Any, worker: Any) -> None:
+    _connection_table.seat(worker, server.WORKERS.values())
+
+
 def child_exit(server: Any, worker: Any) -> None:
+    _connection_table.unseat(worker)
     # Imported here: prometheus_client must not be imported before on_starting has set
     # PROMETHEUS_MULTIPROC_DIR, or the workers forked from this process keep no shared metrics.
     from webhook.server.metrics import mark_worker_dead
