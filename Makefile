@@ -40,6 +40,9 @@ test: $(STAMP)
 # answering a fixed review, under Debian's wrk. BENCH_ARGS="--check" fails on a missed target;
 # "--quick" shortens every run; "--readme" copies the figures into README.md.
 bench: certs
+	@command -v wrk >/dev/null || command -v apt-get >/dev/null || { \
+		echo "bench: the load generator wrk is not installed: install it from your system's packages"; \
+		exit 1; }
 	@command -v wrk >/dev/null || { \
 		echo "bench: installing wrk, the load generator (Debian package)"; \
 		$(SUDO) apt-get install -y -q wrk || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q wrk; }; }

@@ -26,43 +26,14 @@ local function now()
   return tonumber(clock.tv_sec) + tonumber(clock.tv_nsec) * 1e-9
 end
 
-local function read_file(path)
-  local file = assert(io.open(path, "rb"))
-  local content = file:read("*a")
-  file:close()
-  return content
-end
-
-local function encode(value)
-  if type(value) == "table" then
-    local parts = {}
-    for key, item in pairs(value) do
-      parts[#parts + 1] = '"' .. key .. '":' .. encode(item)
-    end
-    return "{" .. table.concat(parts, ",") .. "}"
-  end
-  if type(value) == "string" then
-    return '"' .. value .. '"'
-  end
-  if value ~= value or value == math.huge or value == -math.huge then
-    return "null"
-  end
-  if value == math.floor(value) then
-    return string.format("%d", value)
-  end
-  return string.format("%.4f", value)
-end
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local common = dofile(here .. "wrk_common.lua")
 
 local rate = assert(tonumber(os.getenv("BENCH_RATE")), "BENCH_RATE is not set")
 local thread_count = assert(tonumber(os.getenv("BENCH_THREADS")), "BENCH_THREADS is not set")
 local interval = thread_count / rate
 
-wrk.method = "POST"
-wrk.body = read_file(assert(os.getenv("BENCH_BODY"), "BENCH_BODY is not set"))
-wrk.headers["Content-Type"] = "application/json"
-if os.getenv("BENCH_CONNECTION") == "close" then
-  wrk.headers["Connection"] = "close"
-end
+common.post_from_environment()
 
 -- In the main interpreter: every thread, for done(), and each thread's phase.
 local threads = {}
@@ -161,13 +132,7 @@ function done(summary, latency, requests)
     behind = totals.behind,
     non2xx = totals.non2xx,
     lost = totals.lost,
-    errors = {
-      connect = summary.errors.connect,
-      read = summary.errors.read,
-      write = summary.errors.write,
-      status = summary.errors.status,
-      timeout = summary.errors.timeout,
-    },
+    errors = common.errors(summary),
     latency_ms = {
       p50 = percentile(all, 50),
       p90 = percentile(all, 90),
@@ -175,5 +140,5 @@ function done(summary, latency, requests)
       max = all[#all] or 0 / 0,
     },
   }
-  io.write("BENCH_RESULT ", encode(result), "\n")
+  common.print_result(result)
 end

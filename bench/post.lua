@@ -4,39 +4,10 @@
 -- BENCH_CONNECTION=close asks for a new connection (and TLS handshake) per request.
 -- done() prints one line, "BENCH_RESULT " and a JSON object, after wrk's own report.
 
-local function read_file(path)
-  local file = assert(io.open(path, "rb"))
-  local content = file:read("*a")
-  file:close()
-  return content
-end
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local common = dofile(here .. "wrk_common.lua")
 
-local function encode(value)
-  if type(value) == "table" then
-    local parts = {}
-    for key, item in pairs(value) do
-      parts[#parts + 1] = '"' .. key .. '":' .. encode(item)
-    end
-    return "{" .. table.concat(parts, ",") .. "}"
-  end
-  if type(value) == "string" then
-    return '"' .. value .. '"'
-  end
-  if value ~= value or value == math.huge or value == -math.huge then
-    return "null"
-  end
-  if value == math.floor(value) then
-    return string.format("%d", value)
-  end
-  return string.format("%.4f", value)
-end
-
-wrk.method = "POST"
-wrk.body = read_file(assert(os.getenv("BENCH_BODY"), "BENCH_BODY is not set"))
-wrk.headers["Content-Type"] = "application/json"
-if os.getenv("BENCH_CONNECTION") == "close" then
-  wrk.headers["Connection"] = "close"
-end
+common.post_from_environment()
 
 function done(summary, latency, requests)
   local seconds = summary.duration / 1e6
@@ -45,13 +16,7 @@ function done(summary, latency, requests)
     requests = summary.requests,
     duration_s = seconds,
     rate = summary.requests / seconds,
-    errors = {
-      connect = summary.errors.connect,
-      read = summary.errors.read,
-      write = summary.errors.write,
-      status = summary.errors.status,
-      timeout = summary.errors.timeout,
-    },
+    errors = common.errors(summary),
     latency_ms = {
       p50 = latency:percentile(50) / 1000,
       p90 = latency:percentile(90) / 1000,
@@ -59,5 +24,5 @@ function done(summary, latency, requests)
       max = latency.max / 1000,
     },
   }
-  io.write("BENCH_RESULT ", encode(result), "\n")
+  common.print_result(result)
 end

@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from cryptography import x509
 
-from tests.support.server import REPO_ROOT, MountedConfigMap, WebhookServer
-from webhook.certs import CertificatePaths, dev_hosts, ensure_dev_certificates
-from webhook.certs.issue import issue_serving_certificate
-from webhook.certs.pem import certificate_pem, key_pem, load_certificate, load_private_key
+from tests.support.mounted_tls import (
+    Mounted,
+    peer_serial,
+    serial_of,
+    server_on_mounted_tls,
+    serving_files,
+)
+from tests.support.server import REPO_ROOT, WebhookServer
 
 REVIEW = (REPO_ROOT / "examples" / "review-fractional-pod.json").read_bytes()
 MAX_REQUESTS_PER_THREAD = 5000
@@ -43,10 +46,7 @@ class Connection:
 
     @property
     def serial(self) -> int:
-        assert self.https.sock is not None
-        der = self.https.sock.getpeercert(binary_form=True)
-        assert der is not None
-        return x509.load_der_x509_certificate(der).serial_number
+        return peer_serial(self.https)
 
     def review(self) -> int:
         """POST an AdmissionReview; the HTTP status, after checking the answer is one."""
@@ -154,46 +154,10 @@ class Load:
         raise AssertionError(f"the clients made fewer than {requests} requests in time")
 
 
-def serving_files(paths: CertificatePaths) -> dict[str, str]:
-    """A new serving certificate from the development CA: what renewal writes to the Secret."""
-    ca_cert = load_certificate(paths.ca_cert.read_bytes())
-    ca_key = load_private_key(paths.ca_key.read_bytes())
-    assert ca_cert is not None and ca_key is not None
-    cert, key = issue_serving_certificate(ca_cert, ca_key, dev_hosts())
-    return {"tls.crt": certificate_pem(cert).decode(), "tls.key": key_pem(key).decode()}
-
-
-def serial_of(files: dict[str, str]) -> int:
-    cert = load_certificate(files["tls.crt"].encode())
-    assert cert is not None
-    return cert.serial_number
-
-
-@dataclass
-class Mounted:
-    server: WebhookServer
-    mount: MountedConfigMap
-    ca: CertificatePaths
-
-
 @pytest.fixture(scope="module")
 def mounted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mounted]:
-    tmp_path = tmp_path_factory.mktemp("rotation")
-    ca_dir = tmp_path / "dev-ca"
-    ca = ensure_dev_certificates(ca_dir)[0]
-    # The layout kubelet gives a Secret volume is the one it gives a ConfigMap.
-    mount = MountedConfigMap(tmp_path / "tls")
-    mount.publish(serving_files(ca))
-    files = {
-        "TLS_CERT_FILE": str(mount.directory / "tls.crt"),
-        "TLS_KEY_FILE": str(mount.directory / "tls.key"),
-    }
-    server = WebhookServer(REPO_ROOT / "policies", ca_dir, tmp_path / "gunicorn.log", files)
-    server.start()
-    try:
-        yield Mounted(server, mount, ca)
-    finally:
-        server.stop()
+    with server_on_mounted_tls(tmp_path_factory.mktemp("rotation")) as mounted:
+        yield mounted
 
 
 def test_a_renewed_certificate_is_served_without_a_restart(mounted: Mounted) -> None:

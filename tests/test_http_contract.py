@@ -7,14 +7,13 @@ import itertools
 import json
 import socket
 import ssl
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.server import GUNICORN_COMMAND, REPO_ROOT, WebhookClient, WebhookServer
+from tests.support.server import REPO_ROOT, WebhookClient, WebhookServer, run_until_exit
 from webhook.admission.review import AdmissionRequest
 from webhook.policy.policy_set import PolicySet, Selection
 from webhook.server.app import create_app
@@ -219,15 +218,7 @@ def test_a_bad_policy_stops_startup_with_file_line_and_field(tmp_path: Path) -> 
         "    unit: KiB\n    models: [{product: Tesla-T4, memoryMiB: 15360}]\n"
     )
     server = WebhookServer(policies, tmp_path / "certs", tmp_path / "log")
-    result = subprocess.run(
-        GUNICORN_COMMAND,
-        cwd=REPO_ROOT,
-        env=server.environment(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_until_exit(server.environment())
     assert result.returncode != 0
     assert f"{policies / 'team.yaml'}:7: spec.sharing.unit: 'KiB' is not one of" in result.stderr
     assert "Traceback" not in result.stderr
@@ -236,15 +227,7 @@ def test_a_bad_policy_stops_startup_with_file_line_and_field(tmp_path: Path) -> 
 def test_missing_certificates_stop_startup_with_what_to_do(tmp_path: Path) -> None:
     server = WebhookServer(REPO_ROOT / "policies", tmp_path / "certs", tmp_path / "log")
     environment = {**server.environment(), "TLS_CERT_FILE": str(tmp_path / "absent.crt")}
-    result = subprocess.run(
-        GUNICORN_COMMAND,
-        cwd=REPO_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_until_exit(environment)
     assert result.returncode != 0
     assert "absent.crt does not exist: run `make certs`" in result.stderr
 

@@ -17,16 +17,20 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-from cryptography import x509
 
-from tests.support.server import GUNICORN_COMMAND, REPO_ROOT, MountedConfigMap, WebhookServer
-from tests.test_certificate_rotation import serial_of, serving_files
-from webhook.certs import CertificatePaths, ensure_dev_certificates
+from tests.support.mounted_tls import (
+    Mounted,
+    peer_serial,
+    serial_of,
+    server_on_mounted_tls,
+    serving_files,
+)
+from tests.support.server import GUNICORN_COMMAND, REPO_ROOT, WebhookServer, run_until_exit
+from webhook.certs import ensure_dev_certificates
 
 REVIEW = json.loads((REPO_ROOT / "examples" / "review-fractional-pod.json").read_text())
 # /proc/net/tcp states of a server-side socket its worker still counts as open.
@@ -71,10 +75,7 @@ class KeptAlive:
 
     @property
     def serial(self) -> int:
-        assert self.https.sock is not None
-        der = self.https.sock.getpeercert(binary_form=True)
-        assert der is not None
-        return x509.load_der_x509_certificate(der).serial_number
+        return peer_serial(self.https)
 
     def close(self) -> None:
         self.https.close()
@@ -126,32 +127,10 @@ def wait_until_every_worker_serves(server: WebhookServer) -> None:
     wait_until_no_connections(server)
 
 
-@dataclass
-class Mounted:
-    server: WebhookServer
-    mount: MountedConfigMap
-    ca: CertificatePaths
-
-
 @pytest.fixture(scope="module")
 def mounted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mounted]:
-    """A server whose TLS files are the visible links of a Secret mounted as kubelet does."""
-    directory = tmp_path_factory.mktemp("tuning")
-    ca = ensure_dev_certificates(directory / "dev-ca")[0]
-    mount = MountedConfigMap(directory / "tls")
-    mount.publish(serving_files(ca))
-    files = {
-        "TLS_CERT_FILE": str(mount.directory / "tls.crt"),
-        "TLS_KEY_FILE": str(mount.directory / "tls.key"),
-    }
-    server = WebhookServer(
-        REPO_ROOT / "policies", directory / "dev-ca", directory / "gunicorn.log", files
-    )
-    server.start()
-    try:
-        yield Mounted(server, mount, ca)
-    finally:
-        server.stop()
+    with server_on_mounted_tls(tmp_path_factory.mktemp("tuning")) as mounted:
+        yield mounted
 
 
 def test_kept_alive_connections_opened_together_are_shared_evenly(mounted: Mounted) -> None:
@@ -319,6 +298,7 @@ def test_idle_connections_are_kept_longer_than_the_apiserver_keeps_them(
 
 def test_a_pair_that_does_not_load_stops_startup(tmp_path: Path) -> None:
     ca = ensure_dev_certificates(tmp_path / "dev-ca")[0]
+    # Two issues, two keys: the certificate of one with the key of the other.
     (tmp_path / "tls.crt").write_text(serving_files(ca)["tls.crt"])
     (tmp_path / "tls.key").write_text(serving_files(ca)["tls.key"])
     server = WebhookServer(REPO_ROOT / "policies", tmp_path / "dev-ca", tmp_path / "log")
@@ -327,15 +307,7 @@ def test_a_pair_that_does_not_load_stops_startup(tmp_path: Path) -> None:
         "TLS_CERT_FILE": str(tmp_path / "tls.crt"),
         "TLS_KEY_FILE": str(tmp_path / "tls.key"),
     }
-    result = subprocess.run(
-        GUNICORN_COMMAND,
-        cwd=REPO_ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_until_exit(environment)
     assert result.returncode != 0
     assert f"the TLS certificate {tmp_path / 'tls.crt'} and key" in result.stderr
     assert "do not load" in result.stderr

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.memory import children
 from webhook.certs import CertificatePaths, ensure_dev_certificates
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -85,20 +86,18 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def child_pids(parent: int) -> set[int]:
-    children: set[int] = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state, ppid, ...
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[1]) == parent:
-            children.add(int(entry.name))
-    return children
+def run_until_exit(environment: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """gunicorn started as `make run` starts it, for a start that is expected to fail: what it
+    printed, and how it exited."""
+    return subprocess.run(
+        GUNICORN_COMMAND,
+        cwd=REPO_ROOT,
+        env=dict(environment),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 class MountedConfigMap:
@@ -195,7 +194,7 @@ class WebhookServer:
     def worker_pids(self) -> set[int]:
         """The pids of the master's worker processes, from /proc."""
         assert self.process is not None
-        return child_pids(self.process.pid)
+        return set(children(self.process.pid))
 
     def log(self) -> str:
         return self.log_file.read_text(errors="replace")

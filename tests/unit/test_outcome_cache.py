@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_engine_properties import POD, POLICY, pods
+from tests.support.generated_pods import POD, POLICY, pods
 from webhook.admission.decide import decide
 from webhook.admission.review import decode_envelope, read_request
 from webhook.bounded_cache import BoundedCache
@@ -102,11 +102,21 @@ def test_a_pod_with_a_value_json_cannot_hold_is_judged_without_the_cache() -> No
 
 
 def test_the_cache_keeps_at_most_its_size_and_forgets_the_oldest_first() -> None:
+    owner = object()
     cache: BoundedCache[int, str] = BoundedCache(3)
     for key in range(5):
-        cache.put(key, str(key))
+        cache.put(owner, key, str(key))
     assert len(cache) == 3
-    assert [cache.get(key) for key in range(5)] == [None, None, "2", "3", "4"]
+    assert [cache.get(owner, key) for key in range(5)] == [None, None, "2", "3", "4"]
+
+
+def test_a_value_serves_only_the_very_object_it_was_derived_from() -> None:
+    cache: BoundedCache[str, str] = BoundedCache(3)
+    first = [1]
+    cache.put(first, "k", "of the first")
+    assert cache.get(first, "k") == "of the first"
+    assert cache.get([1], "k") is None  # equal, but another object
+    assert cache.get(first, "other") is None
 
 
 def test_every_shipped_review_gets_the_same_answer_the_second_time() -> None:

@@ -69,11 +69,9 @@ def test_a_worker_is_crowded_when_an_accepting_sibling_has_fewer_connections(
     mine, siblings = counts
     table = ConnectionTable(capacity=8)
     me, *others = seated(table, 1 + len(siblings))
-    row(me).claim(1000)
     row(me).set_accepting(True)
     row(me).publish(mine)
-    for pid, (worker, (connections, accepting)) in enumerate(zip(others, siblings, strict=True)):
-        row(worker).claim(1001 + pid)
+    for worker, (connections, accepting) in zip(others, siblings, strict=True):
         row(worker).publish(connections)
         row(worker).set_accepting(accepting)
     assert row(me).crowded() is expected
@@ -96,7 +94,6 @@ def test_the_table_is_shared_with_processes_forked_after_it_is_made() -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            row(child).claim(os.getpid())
             row(child).set_accepting(True)
             row(child).publish(0)
         finally:

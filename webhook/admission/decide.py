@@ -20,9 +20,8 @@ HANDLED_OPERATIONS = ("CREATE", "UPDATE")
 _NO_CLUSTER = NoCluster()
 # Shared by the threads of a process: the pods of one workload are judged once.
 _OUTCOMES = OutcomeCache()
-_ALLOWING_VERDICTS: BoundedCache[tuple[int, tuple[str, ...]], tuple[PodOutcome, Verdict]] = (
-    BoundedCache(DEFAULT_MAX_ENTRIES)
-)
+# Owned by the outcome each was made from, keyed by the warnings that lead it.
+_ALLOWING_VERDICTS: BoundedCache[tuple[str, ...], Verdict] = BoundedCache(DEFAULT_MAX_ENTRIES)
 
 
 def decide(
@@ -70,12 +69,10 @@ def decide(
         audit = {"policy": policy.name}
         return Verdict.deny(f"{_describe(request)}: {message}", warnings=warnings, audit=audit)
     # An allowing verdict names no request, so one serves every pod with this outcome.
-    key = (id(outcome), warnings)
-    kept = _ALLOWING_VERDICTS.get(key)
-    if kept is not None and kept[0] is outcome:
-        return kept[1]
-    verdict = _allowing_verdict(outcome, policy, warnings)
-    _ALLOWING_VERDICTS.put(key, (outcome, verdict))
+    verdict = _ALLOWING_VERDICTS.get(outcome, warnings)
+    if verdict is None:
+        verdict = _allowing_verdict(outcome, policy, warnings)
+        _ALLOWING_VERDICTS.put(outcome, warnings, verdict)
     return verdict
 
 

@@ -21,12 +21,13 @@ from webhook.policy.model import Policy
 # A few hundred distinct pod shapes cover a large cluster's workloads; an entry is a few KiB.
 DEFAULT_MAX_ENTRIES = 1024
 
-_Key = tuple[int, Mode, PodTemplateLocation, str]
+_Key = tuple[Mode, PodTemplateLocation, str]
 
 
 class OutcomeCache:
     def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
-        self._entries: BoundedCache[_Key, tuple[Policy, PodOutcome]] = BoundedCache(max_entries)
+        # Owned by the governing policy: a reloaded set brings new objects.
+        self._entries: BoundedCache[_Key, PodOutcome] = BoundedCache(max_entries)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -36,11 +37,9 @@ class OutcomeCache:
         text = pod.engine_input()
         if text is None:
             return replace(evaluate_pod(obj, pod.location, policy, mode, pod), document=None)
-        key = (id(policy), mode, pod.location, text)
-        entry = self._entries.get(key)
-        # The policy itself is kept in the entry: an id can be reused once a set is dropped.
-        if entry is not None and entry[0] is policy:
-            return entry[1]
-        outcome = replace(evaluate_pod(obj, pod.location, policy, mode, pod), document=None)
-        self._entries.put(key, (policy, outcome))
+        key = (mode, pod.location, text)
+        outcome = self._entries.get(policy, key)
+        if outcome is None:
+            outcome = replace(evaluate_pod(obj, pod.location, policy, mode, pod), document=None)
+            self._entries.put(policy, key, outcome)
         return outcome

@@ -61,8 +61,6 @@ def _resolve(root: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
     node: Any = root
     for key in path:
         node = node.get(key)
-        if node is None:
-            return _slow_resolve(root, path)
         if type(node) is not dict:
             return _slow_resolve(root, path)
     return node

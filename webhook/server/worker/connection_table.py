@@ -16,11 +16,11 @@ from typing import Any
 DEFAULT_CAPACITY = 256
 
 # Cells are signed 64-bit integers. Cell 0 counts the rows ever handed out, so that readers
-# look no further; then one row per worker: its pid, its open connections, whether it accepts.
+# look no further; then one row per worker: its open connections, and whether it accepts.
 _CELL_BYTES = 8
 _HEADER_CELLS = 1
-_PID, _CONNECTIONS, _ACCEPTING = range(3)
-_ROW_CELLS = 3
+_CONNECTIONS, _ACCEPTING = range(2)
+_ROW_CELLS = 2
 
 
 class ConnectionTable:
@@ -63,10 +63,6 @@ class WorkerRow:
         self._cells = cells
         self.index = index
         self._base = _HEADER_CELLS + index * _ROW_CELLS
-
-    def claim(self, pid: int) -> None:
-        self.clear()
-        self._cells[self._base + _PID] = pid
 
     def clear(self) -> None:
         for field in range(_ROW_CELLS):

@@ -76,8 +76,6 @@ class KeepAliveThreadWorker(ThreadWorker):
         if self.cfg.reuse_port:
             # Each worker has its own listener then: a connection it leaves, no sibling takes.
             self.connection_row = None
-        if self.connection_row is not None:
-            self.connection_row.claim(self.pid)
         super().init_process()
 
     def get_thread_pool(self) -> ThreadPoolExecutor:
