@@ -20,10 +20,9 @@ _CALIBRATION = 20
 _MIN_ITERATIONS = 200
 
 
-def decide_and_encode(envelope: ReviewEnvelope, policies: PolicySet) -> str:
+def decide_and_encode(envelope: ReviewEnvelope, policies: PolicySet) -> bytes:
     """What the /mutate route does after decoding the body: judge, then encode the answer."""
-    admission = judge(envelope, policies, "mutate", NO_CLUSTER, _raise_fault)
-    return json.dumps(admission.answer())
+    return judge(envelope, policies, "mutate", NO_CLUSTER, _raise_fault).body()
 
 
 def answer_of(body: bytes, policies: PolicySet) -> dict[str, Any]:

@@ -379,3 +379,14 @@ def test_overlaps_are_reported_whatever_the_file_order(tmp_path: Path) -> None:
     write_policy(tmp_path, policy_text("beta", "  {}\n"), "a.yaml")
     (problem,) = load_problems(tmp_path)
     assert "'alpha'" in problem and "'beta'" in problem
+
+
+def test_a_yaml_syntax_error_names_the_character_and_its_line(tmp_path: Path) -> None:
+    path = write_policy(tmp_path, HEADER + "spec:\n\tpriority: 1\n")
+    problems = load_problems(tmp_path)
+    header_lines = HEADER.count("\n")
+    assert any(
+        problem.startswith(f"{path}:{header_lines + 2}: (yaml): invalid YAML")
+        and "'\\t'" in problem
+        for problem in problems
+    ), problems

@@ -13,9 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.policy.label_selectors import LabelSelector, ValueSet, requirement
+from webhook.policy.model import Policy
 from webhook.policy.namespace_labels import LabelLookup, NoCluster, StaticNamespaceLabels
 from webhook.policy.namespace_patterns import NamespacePatterns, globs_intersect
+from webhook.policy.overlaps import _candidate_pairs
 from webhook.policy.policy_set import PolicySet
+from webhook.policy.scope import AdmissionTarget, Match, Scope
 
 POLICIES = """\
 apiVersion: gpu-admission.example.com/v1alpha1
@@ -188,6 +191,51 @@ def test_glob_intersection_agrees_with_brute_force(a: str, b: str) -> None:
     # Each character of a shortest shared name consumes a non-star character of one glob,
     # so two globs of at most 3 characters share a name of at most 6 if they share any.
     assert globs_intersect(a, b) == brute
+
+
+PATTERN_TEXT = st.text(alphabet="ab-*?", min_size=1, max_size=3)
+PATTERNS = st.none() | st.lists(PATTERN_TEXT, min_size=1, max_size=2).map(
+    lambda texts: NamespacePatterns(tuple(texts))
+)
+
+
+@given(st.lists(PATTERNS, min_size=2, max_size=6))
+def test_overlap_candidates_hold_every_pair_whose_namespaces_meet(
+    patterns: list[NamespacePatterns | None],
+) -> None:
+    policies = [
+        Policy(name=f"p{i}", resources=(), match=Scope(namespaces=names))
+        for i, names in enumerate(patterns)
+    ]
+    candidates = {(a.name, b.name) for a, b in _candidate_pairs(policies)}
+
+    def admits(names: NamespacePatterns | None, name: str) -> bool:
+        return names is None or names.matches(name)
+
+    for i, j in itertools.combinations(range(len(policies)), 2):
+        meet = any(admits(patterns[i], name) and admits(patterns[j], name) for name in NAMES)
+        if meet:
+            assert (f"p{i}", f"p{j}") in candidates
+
+
+@given(
+    st.lists(st.tuples(PATTERNS, st.integers(0, 2)), min_size=1, max_size=6),
+    st.lists(st.sampled_from([*NAMES[:40], "kube-system"]), min_size=1, max_size=8),
+)
+def test_selection_tries_the_same_policies_as_a_scan_of_all(
+    policies: list[tuple[NamespacePatterns | None, int]], namespaces: list[str]
+) -> None:
+    built = [
+        Policy(name=f"p{i}", resources=(), priority=priority, match=Scope(namespaces=names))
+        for i, (names, priority) in enumerate(policies)
+    ]
+    policy_set = PolicySet(tuple(built))
+    ranked = sorted(built, key=lambda p: (-p.priority, p.name))
+    for namespace in namespaces * 2:  # the second time from the memo
+        target = AdmissionTarget(namespace, {}, {})
+        scanned = next((p for p in ranked if p.applies_to(target) is Match.YES), None)
+        chosen = policy_set.select(namespace, {}, NoCluster()).policy
+        assert chosen is (scanned or policy_set.fallback)
 
 
 KEYS = ("tier", "env")

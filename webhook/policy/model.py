@@ -107,10 +107,17 @@ class Policy:
     match: Scope = field(default_factory=Scope)
     exclude: Scope | None = None
 
+    def may_apply_in(self, namespace: str) -> bool:
+        """Whether an object in `namespace` could be matched at all, whatever its labels."""
+        names = self.match.namespaces
+        if names is None:
+            return namespace != PROTECTED_NAMESPACE
+        return names.matches(namespace)
+
     def applies_to(self, target: AdmissionTarget) -> Match:
         """Whether this policy's match holds and its exclusion does not; UNKNOWN when that
         depends on namespace labels the target does not have."""
-        if self.match.namespaces is None and target.namespace == PROTECTED_NAMESPACE:
+        if not self.may_apply_in(target.namespace):
             return Match.NO
         matched = self.match.test(target)
         if matched is Match.NO or self.exclude is None:

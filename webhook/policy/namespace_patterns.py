@@ -42,6 +42,13 @@ class NamespacePatterns:
             return False
         return self._glob_match.fullmatch(namespace) is not None
 
+    def literal_prefixes(self) -> tuple[tuple[str, bool], ...]:
+        """What every matched name starts with: per pattern, its text up to the first
+        wildcard, and whether more may follow (False for an exact name)."""
+        return tuple((name, False) for name in sorted(self.exact)) + tuple(
+            (_literal_prefix(glob), True) for glob in self.globs
+        )
+
     def overlaps(self, other: NamespacePatterns) -> bool:
         """Whether some namespace matches both."""
         if self.exact & other.exact:
@@ -59,6 +66,11 @@ class NamespacePatterns:
             glob in other.globs or any(_prefix_covers(wider, glob) for wider in other.globs)
             for glob in self.globs
         )
+
+
+def _literal_prefix(glob: str) -> str:
+    cut = min(glob.index(c) for c in GLOB_CHARACTERS if c in glob)
+    return glob[:cut]
 
 
 def _prefix_covers(wider: str, glob: str) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from webhook.bounded_cache import BoundedCache
 from webhook.policy.defaults import BUILT_IN_POLICY_NAME, DEFAULT_GOVERNED_RESOURCES
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.model import Policy, split_by_exact_namespaces
@@ -21,6 +22,8 @@ from webhook.policy.scope import AdmissionTarget, Match
 from webhook.warning_text import one_line_warning
 
 BUILT_IN_POLICY = Policy(name=BUILT_IN_POLICY_NAME, resources=DEFAULT_GOVERNED_RESOURCES)
+# Namespaces whose candidate policies are remembered; a miss costs one pass over the globs.
+CANDIDATES_MEMO_ENTRIES = 4096
 
 
 @dataclass(slots=True)
@@ -54,6 +57,9 @@ class PolicySet:
     _by_namespace: Mapping[str, tuple[Policy, ...]] = field(init=False, repr=False, compare=False)
     _broad: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
     _rank: Mapping[int, int] = field(init=False, repr=False, compare=False)
+    _candidates_memo: BoundedCache[str, tuple[Policy, ...]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         ranked = tuple(sorted(self.policies, key=lambda p: (-p.priority, p.name)))
@@ -70,6 +76,7 @@ class PolicySet:
             self, "_by_namespace", {name: tuple(found) for name, found in by_namespace.items()}
         )
         object.__setattr__(self, "_broad", tuple(broad))
+        object.__setattr__(self, "_candidates_memo", BoundedCache(CANDIDATES_MEMO_ENTRIES))
 
     @classmethod
     def load(cls, directory: Path) -> PolicySet:
@@ -102,12 +109,17 @@ class PolicySet:
                 skipped.append(policy)
         return self._selection(self.fallback, skipped, lookup)
 
-    def _candidates(self, namespace: str) -> tuple[Policy, ...] | list[Policy]:
-        named = self._by_namespace.get(namespace)
-        if not named:
-            return self._broad
-        rank = self._rank
-        return list(heapq.merge(named, self._broad, key=lambda p: rank[id(p)]))
+    def _candidates(self, namespace: str) -> tuple[Policy, ...]:
+        """The policies that could match an object in `namespace`, in the order they are
+        tried: those naming it exactly, and the globs and unnamed ones that admit it."""
+        found = self._candidates_memo.get(self, namespace)
+        if found is None:
+            named = self._by_namespace.get(namespace, ())
+            broad = [policy for policy in self._broad if policy.may_apply_in(namespace)]
+            rank = self._rank
+            found = tuple(heapq.merge(named, broad, key=lambda p: rank[id(p)]))
+            self._candidates_memo.put(self, namespace, found)
+        return found
 
     @staticmethod
     def _selection(policy: Policy, skipped: list[Policy], lookup: LabelLookup | None) -> Selection:
