@@ -77,6 +77,33 @@ def decode_envelope(body: bytes) -> ReviewEnvelope:
 def read_request(envelope: ReviewEnvelope) -> AdmissionRequest:
     raw = envelope.request
     kind = raw.get("kind")
+    if type(kind) is not dict:
+        return _checked_request(envelope)
+    # What the apiserver sends: every field a string, the optional ones perhaps absent.
+    # Anything else is read again field by field, for a message that names the field.
+    texts = (
+        kind.get("group", ""),
+        kind.get("version", ""),
+        kind.get("kind"),
+        raw.get("operation"),
+        raw.get("subResource", ""),
+        raw.get("namespace", ""),
+        raw.get("name", ""),
+    )
+    try:
+        "".join(texts)  # takes strings only: quicker than testing each type
+    except TypeError:
+        return _checked_request(envelope)
+    if not texts[2] or not texts[3]:
+        return _checked_request(envelope)
+    return AdmissionRequest(
+        envelope.uid, *texts, raw.get("object"), raw.get("oldObject"), raw.get("dryRun") is True
+    )
+
+
+def _checked_request(envelope: ReviewEnvelope) -> AdmissionRequest:
+    raw = envelope.request
+    kind = raw.get("kind")
     if not isinstance(kind, dict):
         raise MalformedRequest("request.kind must be an object with group, version and kind")
     return AdmissionRequest(

@@ -3,17 +3,19 @@ whole numbers, and fractions between 0 and 1 only where the policy shares the re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
-from webhook.engine.pod_spec import Container, MalformedObject, PodView
+from webhook.engine.pod_spec import CONTAINER_LISTS, Container, MalformedObject, PodView
 from webhook.policy.defaults import FRACTION_ANNOTATION, FRACTION_CONTAINER_ANNOTATION
 from webhook.policy.model import FractionHandling, Policy
 from webhook.quantity import QuantityError, parse_quantity
 
 _ABSENT = object()
+_AMOUNT_FIELDS = ("limits", "requests")
 
 
 @dataclass
@@ -23,25 +25,49 @@ class GpuRequests:
     whole: list[WholeGpu] = field(default_factory=list)
 
 
-def asks_for(pod: PodView, is_gpu_resource: Callable[[str], bool]) -> bool:
-    """Whether the pod carries the fraction annotation or asks for a resource that
-    `is_gpu_resource` names. Most pods don't: they leave here."""
-    if FRACTION_ANNOTATION in pod.annotations:
+def asks_for(
+    annotations: Mapping[str, Any], spec: Mapping[str, Any], is_gpu_resource: Callable[[str], bool]
+) -> bool:
+    """Whether a pod with these annotations and spec carries the fraction annotation or asks
+    for a resource that `is_gpu_resource` names. Most pods don't, and leave here: so this reads
+    the raw spec rather than a `PodView`, and says True for any part of the wrong type, which
+    reading the pod then reports."""
+    if FRACTION_ANNOTATION in annotations:
         return True
-    # Loops rather than any() over a generator: every pod passes here.
-    for container in pod.containers:
-        for name in container.limits:
-            if is_gpu_resource(name):
+    # Loops and type tests rather than any() and isinstance: every pod passes here.
+    for kind in CONTAINER_LISTS:
+        containers = spec.get(kind)
+        if containers is None:
+            continue
+        if type(containers) is not list:
+            return True
+        for container in containers:
+            if type(container) is not dict or type(container.get("name")) is not str:
                 return True
-        for name in container.requests:
-            if is_gpu_resource(name):
+            resources = container.get("resources")
+            if resources is None:
+                continue
+            if type(resources) is not dict:
                 return True
+            for field_name in _AMOUNT_FIELDS:
+                amounts = resources.get(field_name)
+                if amounts is None:
+                    continue
+                if type(amounts) is not dict:
+                    return True
+                for name in amounts:
+                    if is_gpu_resource(name):
+                        return True
     return False
 
 
 def mentions_gpu(pod: PodView, policy: Policy) -> bool:
     """Whether the pod asks for anything this policy governs."""
-    return asks_for(pod, lambda name: policy.is_vram(name) or policy.governing(name) is not None)
+    return asks_for(
+        pod.annotations,
+        pod.spec,
+        lambda name: policy.is_vram(name) or policy.governing(name) is not None,
+    )
 
 
 def read_gpu_requests(pod: PodView, policy: Policy) -> GpuRequests:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from webhook.engine.workloads import Path, PodTemplateLocation
 from webhook.field_paths import format_field
@@ -81,10 +81,14 @@ class Container:
     kind: ContainerList
     index: int
     name: str
-    path: Path
+    spec_path: Path
     raw: Mapping[str, Any]
     limits: Mapping[str, Any]
     requests: Mapping[str, Any]
+
+    @property
+    def path(self) -> Path:
+        return (*self.spec_path, self.kind, self.index)
 
     @property
     def label(self) -> str:
@@ -109,9 +113,7 @@ class PodView:
 
     @classmethod
     def read(cls, obj: Mapping[str, Any], location: PodTemplateLocation) -> PodView:
-        metadata = _resolve(obj, location.metadata)
-        annotations = _mapping(metadata, "annotations", location.metadata)
-        spec = _resolve(obj, location.spec)
+        annotations, spec = pod_parts(obj, location)
         return cls(location, annotations, spec, _read_containers(spec, location.spec))
 
     def engine_input(self) -> str | None:
@@ -167,35 +169,43 @@ class PodView:
         return None
 
 
+def pod_parts(
+    obj: Mapping[str, Any], location: PodTemplateLocation
+) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The pod's (or template's) annotations and spec, their contents not yet read."""
+    metadata = _resolve(obj, location.metadata)
+    annotations = _mapping(metadata, "annotations", location.metadata)
+    return annotations, _resolve(obj, location.spec)
+
+
 def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Container, ...]:
     containers: list[Container] = []
     for kind in CONTAINER_LISTS:
         for index, raw in enumerate(_list(spec, kind, spec_path)):
-            path = (*spec_path, kind, index)
-            if not isinstance(raw, dict):
-                raise MalformedObject(path, f"must be an object, not {_json_type(raw)}")
-            name = raw.get("name")
-            if not isinstance(name, str):
-                raise MalformedObject((*path, "name"), "must be a string")
-            resources = _mapping(raw, "resources", path)
-            if resources:
-                resources_path = (*path, "resources")
-                limits = _mapping(resources, "limits", resources_path)
-                requests = _mapping(resources, "requests", resources_path)
-            else:
+            # Type tests first, and the paths for a message only when one fails: every pod
+            # passes here.
+            if type(raw) is not dict or type(raw.get("name")) is not str:
+                _refuse_container((*spec_path, kind, index), raw)
+            resources = raw.get("resources")
+            if resources is None:
                 limits = requests = _NOTHING
-            containers.append(
-                Container(
-                    kind=kind,
-                    index=index,
-                    name=name,
-                    path=path,
-                    raw=raw,
-                    limits=limits,
-                    requests=requests,
-                )
-            )
+            else:
+                if type(resources) is not dict:
+                    resources = _mapping(raw, "resources", (*spec_path, kind, index))
+                limits = resources.get("limits", _NOTHING)
+                requests = resources.get("requests", _NOTHING)
+                if type(limits) is not dict or type(requests) is not dict:
+                    resources_path = (*spec_path, kind, index, "resources")
+                    limits = _mapping(resources, "limits", resources_path)
+                    requests = _mapping(resources, "requests", resources_path)
+            containers.append(Container(kind, index, raw["name"], spec_path, raw, limits, requests))
     return tuple(containers)
+
+
+def _refuse_container(path: Path, raw: Any) -> NoReturn:
+    if not isinstance(raw, dict):
+        raise MalformedObject(path, f"must be an object, not {_json_type(raw)}")
+    raise MalformedObject((*path, "name"), "must be a string")
 
 
 def pod_labels(obj: Mapping[str, Any], location: PodTemplateLocation) -> Mapping[str, str]:

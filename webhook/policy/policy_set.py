@@ -9,7 +9,7 @@ matches is governed by the built-in policy: every GPU rule enforced, no fraction
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +24,24 @@ from webhook.warning_text import one_line_warning
 BUILT_IN_POLICY = Policy(name=BUILT_IN_POLICY_NAME, resources=DEFAULT_GOVERNED_RESOURCES)
 # Namespaces whose candidate policies are remembered; a miss costs one pass over the globs.
 CANDIDATES_MEMO_ENTRIES = 4096
+# Resource names remembered; names beyond these are worked out each time.
+RESOURCE_VERDICT_ENTRIES = 1024
+
+
+class _GpuResourceVerdicts(dict[str, bool]):
+    """Whether a resource name is a GPU resource, remembered for the few names pods ask for
+    (cpu, memory): asked of every resource of every pod, a dict lookup answers in C."""
+
+    def __init__(self, names: frozenset[str], prefixes: tuple[str, ...]) -> None:
+        super().__init__()
+        self.names = names
+        self.prefixes = prefixes
+
+    def __missing__(self, name: str) -> bool:
+        verdict = name in self.names or name.startswith(self.prefixes)
+        if len(self) < RESOURCE_VERDICT_ENTRIES:
+            self[name] = verdict
+        return verdict
 
 
 @dataclass(slots=True)
@@ -52,8 +70,9 @@ class Selection:
 class PolicySet:
     policies: tuple[Policy, ...]
     fallback: Policy = BUILT_IN_POLICY
-    _gpu_names: frozenset[str] = field(init=False, repr=False, compare=False)
-    _gpu_prefixes: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    # Whether any policy here, or the built-in one, governs a resource name (as a GPU resource
+    # or as its VRAM): an object that asks for none of these needs no policy chosen at all.
+    is_gpu_resource: Callable[[str], bool] = field(init=False, repr=False, compare=False)
     _by_namespace: Mapping[str, tuple[Policy, ...]] = field(init=False, repr=False, compare=False)
     _broad: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
     _rank: Mapping[int, int] = field(init=False, repr=False, compare=False)
@@ -69,8 +88,8 @@ class PolicySet:
         vram = {policy.sharing.vram_resource for policy in every if policy.sharing}
         names = {resource.name for resource in resources if not resource.is_family}
         prefixes = {resource.name[:-1] for resource in resources if resource.is_family}
-        object.__setattr__(self, "_gpu_names", frozenset(names | vram))
-        object.__setattr__(self, "_gpu_prefixes", tuple(sorted(prefixes)))
+        verdicts = _GpuResourceVerdicts(frozenset(names | vram), tuple(sorted(prefixes)))
+        object.__setattr__(self, "is_gpu_resource", verdicts.__getitem__)
         object.__setattr__(self, "_rank", {id(p): i for i, p in enumerate(ranked)})
         object.__setattr__(
             self, "_by_namespace", {name: tuple(found) for name, found in by_namespace.items()}
@@ -81,11 +100,6 @@ class PolicySet:
     @classmethod
     def load(cls, directory: Path) -> PolicySet:
         return cls(load_policy_directory(directory))
-
-    def is_gpu_resource(self, name: str) -> bool:
-        """Whether any policy here, or the built-in one, governs `name` (as a GPU resource or
-        as its VRAM): an object that asks for none of these needs no policy chosen at all."""
-        return name in self._gpu_names or name.startswith(self._gpu_prefixes)
 
     def select(
         self,
