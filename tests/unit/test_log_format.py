@@ -92,3 +92,23 @@ def test_log_format_setting(value: str | None, chosen: str) -> None:
 def test_an_unknown_log_format_is_refused() -> None:
     with pytest.raises(SettingsError, match="LOG_FORMAT='yaml' is not one of json, text"):
         Settings.from_environ({"LOG_FORMAT": "yaml"})
+
+
+@given(
+    st.one_of(
+        st.text(max_size=12),
+        st.booleans(),
+        st.none(),
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+    )
+)
+def test_a_text_value_reads_back_as_one_token(value: object) -> None:
+    line = TextFormatter().format(record(fields={"key": value, "next": 1}))
+    written = line.split(" key=", 1)[1].rsplit(" next=1", 1)[0]
+    if isinstance(value, str) and written.startswith('"'):
+        assert json.loads(written) == value
+    elif isinstance(value, str):
+        assert written == value and value and not any(c.isspace() or c in '"=' for c in value)
+    else:
+        assert json.loads(written) == value

@@ -77,7 +77,6 @@ _connection_table = ConnectionTable()
 
 
 def on_starting(server: Any) -> None:
-    _send_webhook_log_to_gunicorn()
     for path, what in ((_settings.cert_file, "certificate"), (_settings.key_file, "private key")):
         if not path.is_file():
             _fail(
@@ -156,8 +155,9 @@ def _fail(message: str) -> NoReturn:
 
 
 class _Logger(glogging.Logger):
-    """gunicorn's logger, with its error log written in LOG_FORMAT. gunicorn builds its handlers
-    in `setup`, again on every reload, so the formatter is set there."""
+    """gunicorn's logger, with its error log written in LOG_FORMAT and the service's own log
+    records written by the same handlers. gunicorn builds its handlers in `setup`, again on
+    every reload, so both are done there."""
 
     _formatter = formatter_for(_settings.log_format)
 
@@ -166,23 +166,19 @@ class _Logger(glogging.Logger):
         for handler in self.error_log.handlers:
             if getattr(handler, "_gunicorn", False):
                 handler.setFormatter(self._formatter)
+        _send_webhook_log_to(self.error_log)
 
 
 logger_class = _Logger
 
 
-class _ToGunicornErrorLog(logging.Handler):
-    """Hands the service's log records to gunicorn's error log, so they come out in its
-    format, with the time and the worker's pid, and follow its log file settings."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        logging.getLogger("gunicorn.error").handle(record)
-
-
-def _send_webhook_log_to_gunicorn() -> None:
+def _send_webhook_log_to(error_log: logging.Logger) -> None:
+    """The service's records go to the error log's handlers themselves (its stream, a log
+    file, syslog, a logconfig's), not through the error log: a line is written per admission,
+    and a second logger's dispatch and lock in between cost more than formatting it."""
     lighten_log_records()
     webhook_log = logging.getLogger("webhook")
-    webhook_log.handlers = [_ToGunicornErrorLog()]
+    webhook_log.handlers = list(error_log.handlers)
     webhook_log.setLevel(
         logging.getLevelNamesMapping().get(_settings.log_level.upper(), logging.INFO)
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -86,11 +87,17 @@ class TextFormatter(logging.Formatter):
         return f"{text} {pairs}"
 
 
+# A value with any of these is quoted, so that key=value pairs split back apart.
+_NEEDS_QUOTES = re.compile(r'[\s"=]')
+
+
 def _text_value(value: Any) -> str:
     if isinstance(value, str):
-        plain = value and not any(c.isspace() or c in '"=' for c in value)
+        plain = value and _NEEDS_QUOTES.search(value) is None
         return value if plain else json.dumps(value)
-    return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true" if value else "false"
+    return str(value)
 
 
 def formatter_for(log_format: str) -> logging.Formatter:
