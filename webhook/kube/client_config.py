@@ -19,13 +19,12 @@ from kubernetes.config.incluster_config import (
 from kubernetes.config.kube_config import load_kube_config
 from urllib3.util.retry import Retry
 
+from webhook.kube.label_modes import MODE_VARIABLE, MODES
 from webhook.kube.namespace_cache import NamespaceLabelCache
 from webhook.policy.namespace_labels import NamespaceLabelSource, NoCluster
 
 log = logging.getLogger("webhook")
 
-MODES = ("auto", "in-cluster", "kubeconfig", "off")
-MODE_VARIABLE = "NAMESPACE_LABELS"
 USER_AGENT = "gpu-admission-webhook"
 # No retries inside urllib3: a miss must not keep an admission waiting for several lookup
 # timeouts, and the informer retries on its own backoff, warning once per outage.

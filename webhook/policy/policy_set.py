@@ -76,6 +76,8 @@ class PolicySet:
     _by_namespace: Mapping[str, tuple[Policy, ...]] = field(init=False, repr=False, compare=False)
     _broad: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
     _rank: Mapping[int, int] = field(init=False, repr=False, compare=False)
+    # Whether any policy here selects namespaces by label, so that labels must be looked up.
+    needs_namespace_labels: bool = field(init=False, repr=False, compare=False)
     _candidates_memo: BoundedCache[str, tuple[Policy, ...]] = field(
         init=False, repr=False, compare=False
     )
@@ -95,6 +97,8 @@ class PolicySet:
             self, "_by_namespace", {name: tuple(found) for name, found in by_namespace.items()}
         )
         object.__setattr__(self, "_broad", tuple(broad))
+        needs_labels = any(policy.needs_namespace_labels for policy in self.policies)
+        object.__setattr__(self, "needs_namespace_labels", needs_labels)
         object.__setattr__(self, "_candidates_memo", BoundedCache(CANDIDATES_MEMO_ENTRIES))
 
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +60,23 @@ class ReloadObserver(Protocol):
         """Called after the first load and after every reload attempt; `result` is None for
         the first load and when the directory went back to the set already serving."""
         ...
+
+
+class ReloadObservers:
+    """Several observers as one, told in turn; one that fails does not keep the rest from
+    hearing."""
+
+    def __init__(self, observers: Sequence[ReloadObserver]) -> None:
+        self.observers = tuple(observers)
+
+    def policies_observed(
+        self, result: ReloadResult | None, current: ServedSet, status: ReloadStatus
+    ) -> None:
+        for observer in self.observers:
+            try:
+                observer.policies_observed(result, current, status)
+            except Exception:
+                log.exception("recording the policy reload failed")
 
 
 class DirectoryChanged(Exception):

@@ -14,11 +14,11 @@ from werkzeug.exceptions import HTTPException
 
 from webhook.admission.answer import judge
 from webhook.admission.review import ReviewDecodeError, ReviewEnvelope, decode_envelope
-from webhook.kube.client_config import namespace_label_source
+from webhook.kube.on_demand_labels import OnDemandLabelSource
 from webhook.policy.namespace_labels import NamespaceLabelSource
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.snapshot import LastGood
-from webhook.policy.store import PolicyStore
+from webhook.policy.store import PolicyStore, ReloadObserver, ReloadObservers
 from webhook.server.admission_log import AdmissionRecord, Endpoint, log_admission, log_rejection
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import Settings
@@ -37,9 +37,14 @@ def create_app(
     raises PolicyLoadError, so a server never starts on a half-read policy. Namespace labels
     come from the Kubernetes API as settings.namespace_labels says, unless given."""
     settings = settings or Settings.from_environ()
-    labels = namespace_labels or namespace_label_source(settings.namespace_labels)
     metrics = WebhookMetrics(settings.cert_file)
-    store = _policy_store(settings, policies, metrics)
+    observers: list[ReloadObserver] = [metrics]
+    labels = namespace_labels
+    if labels is None:
+        on_demand = OnDemandLabelSource(settings.namespace_labels)
+        observers.append(on_demand)
+        labels = on_demand
+    store = _policy_store(settings, policies, ReloadObservers(observers))
     app = Flask("webhook")
     app.extensions["policy_store"] = store
     max_body = settings.max_body_bytes
@@ -113,12 +118,12 @@ def _observe(count: Callable[[], None]) -> None:
 
 
 def _policy_store(
-    settings: Settings, policies: PolicySet | None, metrics: WebhookMetrics
+    settings: Settings, policies: PolicySet | None, observer: ReloadObserver
 ) -> PolicyStore:
     if policies is not None:
         return PolicyStore.given(policies, settings.policy_dir)
     last_good = LastGood(settings.state_dir) if settings.state_dir is not None else None
-    store = PolicyStore.open(settings.policy_dir, last_good=last_good, observer=metrics)
+    store = PolicyStore.open(settings.policy_dir, last_good=last_good, observer=observer)
     if settings.policy_reload_seconds > 0:
         store.start_watching(settings.policy_reload_seconds)
     return store

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.kube.client_config import MODE_VARIABLE as NAMESPACE_LABELS_VARIABLE
-from webhook.kube.client_config import MODES as NAMESPACE_LABEL_MODES
+from webhook.kube.label_modes import MODE_VARIABLE as NAMESPACE_LABELS_VARIABLE
+from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
 
 MAX_BODY_BYTES = 8 * 2**20
 LOG_FORMATS = ("json", "text")
