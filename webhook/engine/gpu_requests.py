@@ -16,6 +16,9 @@ from webhook.quantity import QuantityError, parse_quantity
 
 _ABSENT = object()
 _AMOUNT_FIELDS = ("limits", "requests")
+# What an absent part reads as: shared, and never written.
+_NO_CONTAINERS: list[Any] = []
+_NO_AMOUNTS: dict[str, Any] = {}
 
 
 @dataclass
@@ -30,29 +33,23 @@ def asks_for(
 ) -> bool:
     """Whether a pod with these annotations and spec carries the fraction annotation or asks
     for a resource that `is_gpu_resource` names. Most pods don't, and leave here: so this reads
-    the raw spec rather than a `PodView`, and says True for any part of the wrong type, which
-    reading the pod then reports."""
+    the raw spec rather than a `PodView`, and says True for any part of the wrong type (an
+    explicit null too, which the apiserver never sends), leaving it to the full reading."""
     if FRACTION_ANNOTATION in annotations:
         return True
     # Loops and type tests rather than any() and isinstance: every pod passes here.
     for kind in CONTAINER_LISTS:
-        containers = spec.get(kind)
-        if containers is None:
-            continue
+        containers = spec.get(kind, _NO_CONTAINERS)
         if type(containers) is not list:
             return True
         for container in containers:
             if type(container) is not dict or type(container.get("name")) is not str:
                 return True
-            resources = container.get("resources")
-            if resources is None:
-                continue
+            resources = container.get("resources", _NO_AMOUNTS)
             if type(resources) is not dict:
                 return True
             for field_name in _AMOUNT_FIELDS:
-                amounts = resources.get(field_name)
-                if amounts is None:
-                    continue
+                amounts = resources.get(field_name, _NO_AMOUNTS)
                 if type(amounts) is not dict:
                     return True
                 for name in amounts:
