@@ -353,3 +353,36 @@ def test_a_graceful_stop_answers_the_request_in_flight(tmp_path: Path) -> None:
         assert server.process.wait(timeout=30) == 0
     finally:
         server.stop()
+
+
+def test_clients_silent_after_the_handshake_cannot_hold_the_threads(tmp_path: Path) -> None:
+    # One worker with one thread: a silent client holds the only thread until the limit.
+    environment = {"WORKERS": "1", "THREADS": "1", "CLIENT_STALL_SECONDS": "1"}
+    server = WebhookServer(
+        REPO_ROOT / "policies", tmp_path / "certs", tmp_path / "gunicorn.log", environment
+    )
+    server.start()
+    try:
+        context = ssl.create_default_context(cafile=str(server.certificates.ca_cert))
+        # With a timeout of their own, so that a server that never drops them fails the test
+        # instead of hanging it.
+        silent = [
+            context.wrap_socket(
+                socket.create_connection(("127.0.0.1", server.port), timeout=15),
+                server_hostname="localhost",
+            )
+            for _ in range(2)
+        ]
+        started = time.monotonic()
+        answered = KeptAlive(server)
+        answered.review()
+        waited = time.monotonic() - started
+        answered.close()
+        # The silent clients were dropped, as a closed connection is: no error in the log.
+        for tls in silent:
+            assert tls.recv(1) == b""
+            tls.close()
+        assert waited < 10, waited
+        assert "Traceback" not in server.log() and "[ERROR]" not in server.log()
+    finally:
+        server.stop()

@@ -15,7 +15,9 @@ admission itself, with what the apiserver asked and what it was answered.
 
 Each worker builds its TLS context once, and again only when the certificate files change
 (tls_context.py): gunicorn's own hook builds one, CA store included, for every connection. The
-master loads the pair once before it forks, so a pair that does not load stops startup.
+master loads the pair once before it forks, so a pair that does not load stops startup. Its
+connections drop a client that stays silent within a handshake or a request for
+CLIENT_STALL_SECONDS (stall_limited_tls.py), which would otherwise hold a thread for good.
 
 Workers are gthread workers that serve a kept-alive connection's next request on the same
 thread, and share the apiserver's few kept-alive connections out evenly (worker/).
@@ -40,6 +42,7 @@ from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
 from webhook.server.log_format import formatter_for, lighten_log_records
 from webhook.server.settings import Settings, SettingsError
+from webhook.server.stall_limited_tls import stall_limited
 from webhook.server.tls_context import TLSContextCache
 from webhook.server.worker import ConnectionTable
 
@@ -74,6 +77,9 @@ _created_state_dirs: list[Path] = []
 _tls_contexts = TLSContextCache()
 # Made here, in the master before it forks, so that all its workers share it.
 _connection_table = ConnectionTable()
+_stall_limited_socket = (
+    stall_limited(_settings.client_stall_seconds) if _settings.client_stall_seconds else None
+)
 
 
 def on_starting(server: Any) -> None:
@@ -108,7 +114,10 @@ def on_starting(server: Any) -> None:
 def ssl_context(
     config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]
 ) -> ssl.SSLContext:
-    return _tls_contexts.context(config.certfile, config.keyfile, default_ssl_context_factory)
+    context = _tls_contexts.context(config.certfile, config.keyfile, default_ssl_context_factory)
+    if _stall_limited_socket is not None:
+        context.sslsocket_class = _stall_limited_socket
+    return context
 
 
 def pre_fork(server: Any, worker: Any) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from webhook.kube.label_modes import MODE_VARIABLE as NAMESPACE_LABELS_VARIABLE
 from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
+from webhook.server.stall_limited_tls import DEFAULT_STALL_SECONDS
 
 MAX_BODY_BYTES = 8 * 2**20
 LOG_FORMATS = ("json", "text")
@@ -38,6 +39,8 @@ class Settings:
     state_dir: Path | None = None
     # Where namespace labels come from: auto, in-cluster, kubeconfig or off.
     namespace_labels: str = "auto"
+    # How long a client may stay silent within a TLS handshake or a request; 0: for ever.
+    client_stall_seconds: float = DEFAULT_STALL_SECONDS
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -59,6 +62,9 @@ class Settings:
             state_dir=Path(state_dir) if state_dir else None,
             namespace_labels=_choice(
                 env, NAMESPACE_LABELS_VARIABLE, defaults.namespace_labels, NAMESPACE_LABEL_MODES
+            ),
+            client_stall_seconds=_seconds(
+                env, "CLIENT_STALL_SECONDS", defaults.client_stall_seconds
             ),
         )
 

@@ -1,0 +1,143 @@
+"""TLS connections that give up on a silent client, over real loopback sockets: a client that
+stops in the handshake or after it is dropped as a closed connection, in about the time
+given; one that talks is served as before."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from webhook.certs.directory import ensure_dev_certificates
+from webhook.server.stall_limited_tls import stall_limited
+
+STALL_SECONDS = 0.3
+
+
+@pytest.fixture(scope="module")
+def contexts(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    paths, _ = ensure_dev_certificates(tmp_path_factory.mktemp("certs"))
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(paths.cert, paths.key)
+    server.sslsocket_class = stall_limited(STALL_SECONDS)
+    client = ssl.create_default_context(cafile=str(paths.ca_cert))
+    return server, client
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        yield sock
+
+
+def serve_once(
+    listener: socket.socket, context: ssl.SSLContext, then: Callable[[ssl.SSLSocket], object]
+) -> dict[str, object]:
+    """Accept one connection in a thread as gthread does (blocking, wrapped, handshake on
+    connect), run `then` on it; what it returned or raised, and how long it took."""
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        connection, _ = listener.accept()
+        connection.setblocking(True)
+        started = time.monotonic()
+        try:
+            wrapped = context.wrap_socket(connection, server_side=True)
+            wrapped.setblocking(True)
+            outcome["result"] = then(wrapped)
+        except Exception as error:
+            outcome["error"] = error
+        finally:
+            outcome["seconds"] = time.monotonic() - started
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    outcome["thread"] = thread
+    return outcome
+
+
+def finished(outcome: dict[str, object]) -> dict[str, object]:
+    thread = outcome["thread"]
+    assert isinstance(thread, threading.Thread)
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the server side is still waiting on a silent client"
+    return outcome
+
+
+def test_a_client_silent_after_the_handshake_is_dropped_as_closed(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+) -> None:
+    server, client = contexts
+    outcome = serve_once(listener, server, lambda tls: tls.recv(1024))
+    with client.wrap_socket(
+        socket.create_connection(listener.getsockname()), server_hostname="localhost"
+    ):
+        finished(outcome)
+    error = outcome.get("error")
+    assert isinstance(error, ssl.SSLEOFError) and error.args[0] == ssl.SSL_ERROR_EOF
+    assert STALL_SECONDS * 0.9 <= float(outcome["seconds"]) < STALL_SECONDS + 3
+
+
+def test_a_client_silent_within_the_handshake_is_dropped(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+) -> None:
+    server, _ = contexts
+    outcome = serve_once(listener, server, lambda tls: tls.recv(1024))
+    with socket.create_connection(listener.getsockname()) as raw:
+        raw.sendall(b"\x16\x03\x01\x00")  # the start of a TLS record, and no more
+        finished(outcome)
+    assert isinstance(outcome.get("error"), ssl.SSLEOFError)
+
+
+def test_a_client_that_talks_is_served_and_may_pause_below_the_limit(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+) -> None:
+    server, client = contexts
+
+    def echo_twice(tls: ssl.SSLSocket) -> bytes:
+        first = tls.recv(1024)
+        second = tls.recv(1024)
+        tls.sendall(first + second)
+        return first + second
+
+    outcome = serve_once(listener, server, echo_twice)
+    with client.wrap_socket(
+        socket.create_connection(listener.getsockname()), server_hostname="localhost"
+    ) as tls:
+        tls.sendall(b"ping ")
+        time.sleep(STALL_SECONDS / 3)
+        tls.sendall(b"pong")
+        received = b""
+        while len(received) < len(b"ping pong"):
+            received += tls.recv(1024)
+    finished(outcome)
+    assert outcome.get("result") == b"ping pong" and received == b"ping pong"
+
+
+def test_non_blocking_stays_non_blocking(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+) -> None:
+    server, client = contexts
+
+    def timeout_when_not_blocking(tls: ssl.SSLSocket) -> object:
+        tls.setblocking(False)
+        return tls.gettimeout()
+
+    outcome = serve_once(listener, server, timeout_when_not_blocking)
+    with client.wrap_socket(
+        socket.create_connection(listener.getsockname()), server_hostname="localhost"
+    ):
+        finished(outcome)
+    assert outcome.get("result") == 0.0
+
+
+def test_the_limit_is_a_setting_and_0_turns_it_off() -> None:
+    from webhook.server.settings import Settings
+
+    assert Settings.from_environ({"CLIENT_STALL_SECONDS": "0"}).client_stall_seconds == 0
+    assert Settings.from_environ({}).client_stall_seconds == 10.0

@@ -1,0 +1,49 @@
+"""TLS connections that give up on a client gone silent.
+
+gthread serves a request in a pool thread with the connection's socket blocking, so a client
+that starts or completes the TLS handshake and then sends nothing holds that thread for good,
+and a few such clients hold them all. Here blocking means waiting at most `stall_seconds` for
+the next bytes; a client silent that long is dropped as if it had closed the connection. The
+kube-apiserver sends a review at once and gives up on a webhook after its timeoutSeconds (at
+most 30 s), so only a client that is stuck, or means harm, ever meets the limit.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+DEFAULT_STALL_SECONDS = 10.0
+
+
+class StallLimitedSSLSocket(ssl.SSLSocket):
+    stall_seconds: float = DEFAULT_STALL_SECONDS
+
+    def setblocking(self, flag: bool) -> None:
+        self.settimeout(self.stall_seconds if flag else 0.0)
+
+    def do_handshake(self, block: bool = False) -> None:
+        if self.gettimeout() is None:
+            self.settimeout(self.stall_seconds)
+        try:
+            super().do_handshake(block)
+        except TimeoutError:
+            raise self._stalled() from None
+
+    def read(self, len: int = 1024, buffer: Any = None) -> Any:
+        try:
+            return super().read(len, buffer)
+        except TimeoutError:
+            raise self._stalled() from None
+
+    def _stalled(self) -> ssl.SSLEOFError:
+        # gthread closes a connection that ends in SSL_ERROR_EOF quietly, as it does a client's
+        # own close; any other error would be logged with a traceback, once per stalled client.
+        return ssl.SSLEOFError(
+            ssl.SSL_ERROR_EOF, f"the client sent nothing for {self.stall_seconds:g} s"
+        )
+
+
+def stall_limited(seconds: float) -> type[ssl.SSLSocket]:
+    """The SSLSocket class for an SSLContext's `sslsocket_class`, waiting at most `seconds`."""
+    return type("StallLimitedSSLSocket", (StallLimitedSSLSocket,), {"stall_seconds": seconds})
