@@ -3,8 +3,11 @@
 A set of N policies is the shipped default plus N-1 per-team policies with the default's spec,
 each at priority 10 (above the default, which matches every namespace) and each matching its
 own namespaces: even-numbered teams by an exact name (`team-0002`), odd-numbered ones by a glob
-(`team-0001-*`). Exact names are looked up, globs are tried in turn, so the pod under test sits
-in a namespace of the last team generated, which is a glob one: the policy chosen last.
+(`team-0001-*`). Exact names are looked up and globs tried in turn, so the pod under test sits
+in a namespace of the last team generated, which is a glob one: the policy chosen last. The
+policies a namespace could match are worked out at its first admission and remembered, so
+the timing is of every admission after that; the first one in a namespace pays the pass over
+the globs (about 300 µs with 1,000 policies on the benchmark's machine).
 """
 
 from __future__ import annotations
