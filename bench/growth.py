@@ -10,8 +10,9 @@ from typing import Any
 
 from bench.decision import answer_of, time_decision
 from bench.policy_sets import GeneratedSet, write_policy_set
-from bench.scenarios import answer_problem, encode_body, in_namespace, with_containers
+from bench.scenarios import answer_problem, in_namespace, with_containers
 from bench.stats import ratio
+from webhook.cli.admit import review_body
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.store import load_directory
 
@@ -27,7 +28,7 @@ class WrongAnswer(Exception):
 
 
 def checked_body(review: Mapping[str, Any], policies: PolicySet, label: str) -> bytes:
-    body = encode_body(review)
+    body = review_body(review)
     problem = answer_problem("patched", review["request"]["uid"], answer_of(body, policies))
     if problem:
         raise WrongAnswer(f"{label}: {problem}")

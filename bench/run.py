@@ -346,6 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which(wrk.WRK) is None:
         print("bench: wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
+    try:
+        (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"bench: cannot write to --out {out_dir}: {error}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _interrupt)
     plan = QUICK if args.quick else FULL
     try:

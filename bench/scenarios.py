@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from webhook.cli.admit import review_body
+
 SHIPPED = Path("tests/scenarios/shipped")
 REVIEWS_DIR = Path("bench/reviews")
 GPU_POD = "01-create-pod-frac-quarter"
@@ -34,15 +36,11 @@ class Scenario:
 
     @property
     def body(self) -> bytes:
-        return encode_body(self.review)
+        return review_body(self.review)
 
     @property
     def uid(self) -> str:
         return str(self.review["request"]["uid"])
-
-
-def encode_body(review: Mapping[str, Any]) -> bytes:
-    return json.dumps(review, separators=(",", ":")).encode()
 
 
 def captured(folder: str, root: Path = SHIPPED) -> dict[str, Any]:

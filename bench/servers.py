@@ -60,7 +60,10 @@ class Server:
             if healthy(self.port):
                 return
             time.sleep(0.2)
-        raise ServerError(f"{self.name} did not answer /healthz in {START_SECONDS:.0f} s")
+        raise ServerError(
+            f"{self.name} did not answer /healthz in {START_SECONDS:.0f} s (log {self.log_file}):"
+            f"\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         """SIGTERM to the whole group (make, the gunicorn master and its workers), then wait
@@ -128,13 +131,19 @@ def free_ports(count: int, first: int = FIRST_PORT) -> list[int]:
     return ports
 
 
+# What `make run` gives gunicorn besides the address, for every server measured.
+_SERVED = {"POLICY_DIR": "policies", "LOG_FORMAT": "text"}
+_MAKE_SETTINGS = [f"{name}={value}" for name, value in _SERVED.items()]
+
+
 def _gunicorn_env(port: int) -> dict[str, str]:
-    """What `make run` gives gunicorn."""
-    return os.environ | {"BIND": f"{HOST}:{port}", "POLICY_DIR": "policies", "LOG_FORMAT": "text"}
+    return os.environ | {"BIND": f"{HOST}:{port}", **_SERVED}
 
 
 def webhook_server(port: int, log_dir: Path) -> Server:
-    command = ["make", "-s", "run", f"BIND={HOST}:{port}"]
+    # Variables on make's command line win over the caller's environment: every server here
+    # serves the same policies with the same log layout.
+    command = ["make", "-s", "run", f"BIND={HOST}:{port}", *_MAKE_SETTINGS]
     return Server("webhook", command, port, log_dir / "webhook.log", dict(os.environ))
 
 

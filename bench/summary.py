@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.report import errors, latencies, number, times
+from bench.report import errors, latencies, number, times, timing
 from bench.targets import Outcome
 
 BEGIN = "<!-- bench:begin -->"
@@ -146,22 +146,18 @@ def _spread_and_tls(figures: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _us(case: Mapping[str, Any], key: str = "decide_us") -> str:
-    return f"{number(case[key]['median'])} / {number(case[key]['p99'])}"
-
-
 def _decision(decision: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     if "scenarios" in decision:
         lines += ["", "In-process decision, µs median / p99:", ""]
         rows = [
-            [name, _us(case, "decode_us"), _us(case)]
+            [name, timing(case, "decode_us"), timing(case)]
             for name, case in decision["scenarios"].items()
         ]
         lines += _table(["scenario", "decode", "judge + encode"], rows)
     if "containers" in decision:
         growth = decision["containers"]
-        rows = [[count, _us(case)] for count, case in growth["cases"].items()]
+        rows = [[count, timing(case)] for count, case in growth["cases"].items()]
         lines += ["", "gpu-pod decision by containers (judge + encode, µs median / p99):", ""]
         lines += _table(["containers", "decision"], rows)
         lines += [
@@ -173,7 +169,12 @@ def _decision(decision: Mapping[str, Any]) -> list[str]:
     if "policies" in decision:
         growth = decision["policies"]
         rows = [
-            [f"{int(size):,}", number(case["load_s"], 2), _us(case["glob"]), _us(case["exact"])]
+            [
+                f"{int(size):,}",
+                number(case["load_s"], 2),
+                timing(case["glob"]),
+                timing(case["exact"]),
+            ]
             for size, case in growth["cases"].items()
         ]
         lines += ["", "gpu-pod decision by policies (µs median / p99):", ""]

@@ -50,15 +50,22 @@ def _env(body_file: Path, mode: Mode) -> dict[str, str]:
 
 def _run(args: list[str], url: str, seconds: int, env: dict[str, str]) -> dict[str, Any]:
     command = [WRK, *args, f"-d{seconds}s", f"--timeout={TIMEOUT}", f"{url}/mutate"]
-    completed = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        env=os.environ | env,
-        timeout=seconds + 60,
-        check=False,
-    )
-    result = parse_result(completed.stdout)
+    try:
+        completed = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=os.environ | env,
+            timeout=seconds + 60,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise WrkError(f"{' '.join(command)} did not finish in {seconds + 60} s") from None
+    try:
+        result = parse_result(completed.stdout)
+    except (ValueError, KeyError) as error:
+        message = f"{' '.join(command)} printed a result that does not read: {error}"
+        raise WrkError(message) from None
     if result is None:
         output = (completed.stdout + completed.stderr).strip()[-2000:]
         raise WrkError(

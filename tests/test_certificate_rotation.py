@@ -203,3 +203,5 @@ def test_handshakes_that_start_during_a_swap_all_succeed(mounted: Mounted) -> No
             time.sleep(SWAP_INTERVAL)
         load.wait(requests=20)
     assert load.failures == []
+    # The swaps took: new connections met more than one certificate.
+    assert len(set(load.serials)) > 1

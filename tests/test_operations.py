@@ -69,7 +69,7 @@ class Traffic:
     rounds: int
 
     def log_lines(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.server.log().splitlines() if line]
+        return self.server.log_records()
 
     def admission_lines(self) -> list[dict[str, Any]]:
         return [

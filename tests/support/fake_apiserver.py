@@ -524,8 +524,7 @@ def _copy(obj: T) -> T:
 
 def _not_found(resource: str, group: str, name: str) -> Event:
     qualified = f"{resource}.{group}" if group else resource
-    details = {"name": name, "group": group, "kind": resource} if group else None
-    details = details or {"name": name, "kind": resource}
+    details = {"name": name, "kind": resource} | ({"group": group} if group else {})
     return status(404, "NotFound", f'{qualified} "{name}" not found', details)
 
 
@@ -601,24 +600,21 @@ class _Handler(BaseHTTPRequestHandler):
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
         content_type, body = self._read_body()
         api.record(RecordedRequest(self.command, url.path, query, content_type, body))
+        if api.token is not None and self.headers.get("Authorization") != f"Bearer {api.token}":
+            self._send_json(401, status(401, "Unauthorized", "Unauthorized"))
+            return
         secrets = SECRETS_PATH.match(url.path)
         webhooks = WEBHOOKS_PATH.match(url.path)
         if secrets or webhooks:
-            if api.token is not None and self.headers.get("Authorization") != f"Bearer {api.token}":
-                self._send_json(401, status(401, "Unauthorized", "Unauthorized"))
-                return
             api.run_hooks(self.command, url.path)
             if secrets:
                 self._send_json(*self._secrets(secrets[1], secrets[2], content_type, body))
-            elif webhooks:
+            else:
+                assert webhooks is not None
                 self._send_json(*self._webhooks(webhooks[1], webhooks[2], content_type, body))
             return
         if self.command != "GET":
-            message = "the server does not allow this method on the requested resource"
-            self._send_json(405, status(405, "MethodNotAllowed", message, {}))
-            return
-        if api.token is not None and self.headers.get("Authorization") != f"Bearer {api.token}":
-            self._send_json(401, status(401, "Unauthorized", "Unauthorized"))
+            self._send_json(*_method_not_allowed())
             return
         watching = query.get("watch", "false")
         if watching not in TRUE_WORDS | FALSE_WORDS:
@@ -636,9 +632,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.server.closed.is_set():
                 return
             if found is None:
-                details = {"name": name, "kind": "namespaces"}
-                message = f'namespaces "{name}" not found'
-                self._send_json(404, status(404, "NotFound", message, details))
+                self._send_json(404, _not_found("namespaces", "", name))
             else:
                 self._send_json(200, found)
             return

@@ -199,6 +199,10 @@ class WebhookServer:
     def log(self) -> str:
         return self.log_file.read_text(errors="replace")
 
+    def log_records(self) -> list[dict[str, Any]]:
+        """The log, a JSON object per line (LOG_FORMAT's default)."""
+        return [json.loads(line) for line in self.log().splitlines() if line]
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()

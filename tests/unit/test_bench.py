@@ -26,7 +26,6 @@ from bench.scenarios import (
     answer_problem,
     build_scenarios,
     captured,
-    encode_body,
     in_namespace,
     with_containers,
 )
@@ -34,6 +33,7 @@ from bench.stats import percentile
 from bench.summary import BEGIN, END, replace_between_markers
 from bench.targets import TARGETS, evaluate, lookup
 from bench.wrk import parse_result
+from webhook.cli.admit import review_body
 from webhook.policy.namespace_labels import NoCluster
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.store import load_directory
@@ -365,7 +365,7 @@ def test_the_committed_bodies_are_what_the_builders_make(scenarios: dict[str, Sc
 
 
 def test_bodies_are_compact_json_as_the_apiserver_sends() -> None:
-    body = encode_body({"a": [1, 2], "b": {"c": "d"}})
+    body = review_body({"a": [1, 2], "b": {"c": "d"}})
     assert body == b'{"a":[1,2],"b":{"c":"d"}}'
 
 
@@ -415,7 +415,7 @@ def test_a_generated_set_loads_and_selects_the_intended_policy(size: int, tmp_pa
         selection = policy_set.select(namespace, {}, NoCluster())
         assert selection.policy.name == expected
         review = in_namespace(captured(GPU_POD, SHIPPED_REVIEWS), namespace)
-        answer = answer_of(encode_body(review), policy_set)
+        answer = answer_of(review_body(review), policy_set)
         assert answer_problem("patched", review["request"]["uid"], answer) is None
         assert answer["response"]["auditAnnotations"]["policy"] == expected
 

@@ -636,9 +636,7 @@ def test_no_kubeconfig_is_an_error(
     )
 
 
-def test_an_api_that_refuses_is_an_error_naming_the_request(
-    api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
-) -> None:
+def test_an_api_that_refuses_is_an_error_naming_the_request(api: FakeApiServer, run: Run) -> None:
     api.token = "another token"
 
     code, out, err = run()
@@ -710,10 +708,11 @@ def test_the_fake_refuses_other_patch_types_and_stale_updates_as_the_api_does(
 
 
 def test_a_service_name_that_cannot_be_a_certificate_name_is_a_usage_error(
-    api: FakeApiServer, capsys: pytest.CaptureFixture[str]
+    api: FakeApiServer, run: Run
 ) -> None:
-    argv = ["cluster", "--namespace", "ns", "--service", "bad name", "--secret", "s"]
+    # A later --service wins, as argparse reads options; the kubeconfig names the fake API.
+    code, _, err = run("--service", "bad name")
 
-    assert main([*argv, "--webhook-name", "w", "--kube", "kubeconfig"]) == 2
-    assert capsys.readouterr().err == "error: invalid host name: 'bad name'\n"
+    assert code == 2
+    assert err == "error: invalid host name: 'bad name'\n"
     assert api.requests() == []

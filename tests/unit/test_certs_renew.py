@@ -190,16 +190,19 @@ def test_cli_dev_covers_a_service_as_well(tmp_path: Path, capsys: pytest.Capture
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "message"),
     [
-        ["dev", "--service", "wh"],
-        ["renew", "--namespace", "ns"],
-        ["dev", "--renew-before-days", "365"],
-        ["renew", "--renew-before-days", "-3"],
+        (["dev", "--service", "wh"], "--service and --namespace go together"),
+        (["renew", "--namespace", "ns"], "--service and --namespace go together"),
+        (["dev", "--renew-before-days", "365"], "the renewal window must be 0 to 364 days"),
+        (["renew", "--renew-before-days", "-3"], "the renewal window must be 0 to 364 days"),
     ],
 )
-def test_cli_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture) -> None:
+def test_cli_usage_errors_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
     with pytest.raises(SystemExit) as exit:
         main(argv)
     assert exit.value.code == 2
-    assert "error:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error:" in err and message in err

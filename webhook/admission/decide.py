@@ -53,7 +53,7 @@ def decide(
         if not asks_for(annotations, spec, policies.is_gpu_resource):
             # Before selection: a pod without GPUs never waits on a namespace label lookup.
             return Verdict.allow()
-        pod = PodView.read(obj, location)
+        pod = PodView.of_parts(location, annotations, spec)
         labels = pod_labels(obj, location)
         selection = policies.select(request.namespace, labels, namespace_labels or _NO_CLUSTER)
         policy = selection.policy

@@ -113,7 +113,13 @@ class PodView:
 
     @classmethod
     def read(cls, obj: Mapping[str, Any], location: PodTemplateLocation) -> PodView:
-        annotations, spec = pod_parts(obj, location)
+        return cls.of_parts(location, *pod_parts(obj, location))
+
+    @classmethod
+    def of_parts(
+        cls, location: PodTemplateLocation, annotations: Mapping[str, Any], spec: Mapping[str, Any]
+    ) -> PodView:
+        """The view of a pod whose `pod_parts` the caller has already."""
         return cls(location, annotations, spec, _read_containers(spec, location.spec))
 
     def engine_input(self) -> str | None:

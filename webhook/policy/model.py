@@ -6,7 +6,7 @@ the semantic checks, so the engine can trust every field.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
@@ -141,22 +141,3 @@ class Policy:
 
     def is_vram(self, resource_name: str) -> bool:
         return self.sharing is not None and resource_name == self.sharing.vram_resource
-
-
-def split_by_exact_namespaces(
-    policies: Iterable[Policy],
-) -> tuple[dict[str, list[Policy]], list[Policy]]:
-    """The policies that name only exact namespaces, indexed by those names, and the rest
-    (globs, or no names at all), each in the order given. Policies of the first kind can meet
-    only where they share a name, which keeps a thousand per-team policies cheap to check and
-    to choose among."""
-    by_name: dict[str, list[Policy]] = {}
-    broad: list[Policy] = []
-    for policy in policies:
-        names = policy.match.namespaces
-        if names is None or names.globs:
-            broad.append(policy)
-        else:
-            for name in names.exact:
-                by_name.setdefault(name, []).append(policy)
-    return by_name, broad

@@ -9,14 +9,14 @@ matches is governed by the built-in policy: every GPU rule enforced, no fraction
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from webhook.bounded_cache import BoundedCache
 from webhook.policy.defaults import BUILT_IN_POLICY_NAME, DEFAULT_GOVERNED_RESOURCES
 from webhook.policy.loader import load_policy_directory
-from webhook.policy.model import Policy, split_by_exact_namespaces
+from webhook.policy.model import Policy
 from webhook.policy.namespace_labels import LabelLookup, NamespaceLabelSource
 from webhook.policy.scope import AdmissionTarget, Match
 from webhook.warning_text import one_line_warning
@@ -84,7 +84,7 @@ class PolicySet:
 
     def __post_init__(self) -> None:
         ranked = tuple(sorted(self.policies, key=lambda p: (-p.priority, p.name)))
-        by_namespace, broad = split_by_exact_namespaces(ranked)
+        by_namespace, broad = _split_by_exact_namespaces(ranked)
         every = (*self.policies, self.fallback)
         resources = [resource for policy in every for resource in policy.resources]
         vram = {policy.sharing.vram_resource for policy in every if policy.sharing}
@@ -145,3 +145,21 @@ class PolicySet:
             return Selection(policy)
         reason = lookup.unknown_because if lookup is not None else ""
         return Selection(policy, tuple(skipped), reason)
+
+
+def _split_by_exact_namespaces(
+    policies: Iterable[Policy],
+) -> tuple[dict[str, list[Policy]], list[Policy]]:
+    """The policies that name only exact namespaces, indexed by those names, and the rest
+    (globs, or no names at all), each in the order given: a namespace's candidates are the
+    ones indexed under its name and the rest that admit it."""
+    by_name: dict[str, list[Policy]] = {}
+    broad: list[Policy] = []
+    for policy in policies:
+        names = policy.match.namespaces
+        if names is None or names.globs:
+            broad.append(policy)
+        else:
+            for name in names.exact:
+                by_name.setdefault(name, []).append(policy)
+    return by_name, broad

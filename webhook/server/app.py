@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any
 
@@ -20,6 +18,7 @@ from webhook.policy.policy_set import PolicySet
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import PolicyStore, ReloadObserver, ReloadObservers
 from webhook.server.admission_log import AdmissionRecord, Endpoint, log_admission, log_rejection
+from webhook.server.log_format import rfc3339
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import Settings
 
@@ -66,12 +65,12 @@ def create_app(
         admission = judge(envelope, store.current.policy_set, endpoint, labels, _log_fault)
         reply = Response(admission.body(), 200, mimetype="application/json")
         record = AdmissionRecord.of(endpoint, admission, perf_counter() - started)
-        _observe(lambda: metrics.admitted(record))
+        metrics.admitted(record)
         log_admission(record)
         return reply, 200
 
     def rejected(endpoint: Endpoint, code: int, reason: str) -> tuple[Response, int]:
-        _observe(lambda: metrics.rejected(endpoint))
+        metrics.rejected(endpoint)
         log_rejection(endpoint, code, reason)
         return _error(code, reason)
 
@@ -108,15 +107,6 @@ def _log_fault(envelope: ReviewEnvelope, error: Exception) -> str:
     return f"the GPU webhook failed on this request (uid {envelope.uid}); its log has details"
 
 
-def _observe(count: Callable[[], None]) -> None:
-    """Count an answer; a metrics fault (a full disk under the metrics files) is logged and
-    never costs the answer."""
-    try:
-        count()
-    except Exception:
-        log.exception("could not update the admission metrics")
-
-
 def _policy_store(
     settings: Settings, policies: PolicySet | None, observer: ReloadObserver
 ) -> PolicyStore:
@@ -137,7 +127,7 @@ def _readiness(store: PolicyStore, interval_seconds: float) -> dict[str, Any]:
         "policies": [policy.name for policy in current.policy_set.policies],
         "policySet": {
             "digest": current.digest,
-            "loadedAt": _rfc3339(current.loaded_at),
+            "loadedAt": rfc3339(current.loaded_at.timestamp()),
             "source": current.source,
         },
         "reload": {
@@ -147,14 +137,10 @@ def _readiness(store: PolicyStore, interval_seconds: float) -> dict[str, Any]:
             "failing": status.failing,
             "lastFailure": None
             if failure is None
-            else {"at": _rfc3339(failure.at), "problems": list(failure.problems)},
+            else {"at": rfc3339(failure.at.timestamp()), "problems": list(failure.problems)},
         },
         "worker": os.getpid(),
     }
-
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _read_body(limit: int) -> bytes | None:

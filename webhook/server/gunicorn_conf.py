@@ -114,10 +114,13 @@ def on_starting(server: Any) -> None:
 def ssl_context(
     config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]
 ) -> ssl.SSLContext:
-    context = _tls_contexts.context(config.certfile, config.keyfile, default_ssl_context_factory)
-    if _stall_limited_socket is not None:
-        context.sslsocket_class = _stall_limited_socket
-    return context
+    def build() -> ssl.SSLContext:
+        context = default_ssl_context_factory()
+        if _stall_limited_socket is not None:
+            context.sslsocket_class = _stall_limited_socket
+        return context
+
+    return _tls_contexts.context(config.certfile, config.keyfile, build)
 
 
 def pre_fork(server: Any, worker: Any) -> None:

@@ -14,6 +14,7 @@ it from the certificate file, so it needs no merging and is never stale.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,8 @@ from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
 from webhook.policy.store import ReloadResult, ReloadStatus, ServedSet
 from webhook.server.admission_log import AdmissionRecord, Endpoint
 from webhook.server.serving_certificate import CertificateExpiry
+
+log = logging.getLogger("webhook")
 
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 ENDPOINTS: tuple[Endpoint, ...] = ("mutate", "validate")
@@ -114,14 +117,22 @@ class WebhookMetrics:
         if current.source == "directory":
             self.policy_last_success.set(current.loaded_at.timestamp())
 
+    # A fault in counting (a full disk under the metrics files) is logged and never costs the
+    # answer.
+
     def admitted(self, record: AdmissionRecord) -> None:
-        self.admissions.labels(
-            record.endpoint, kind_label(record.group, record.kind), record.verdict, record.policy
-        ).inc()
-        self._durations[record.endpoint].observe(record.seconds)
+        try:
+            kind = kind_label(record.group, record.kind)
+            self.admissions.labels(record.endpoint, kind, record.verdict, record.policy).inc()
+            self._durations[record.endpoint].observe(record.seconds)
+        except Exception:
+            log.exception("could not update the admission metrics")
 
     def rejected(self, endpoint: Endpoint) -> None:
-        self.admissions.labels(endpoint, "", "bad_request", "").inc()
+        try:
+            self.admissions.labels(endpoint, "", "bad_request", "").inc()
+        except Exception:
+            log.exception("could not update the admission metrics")
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition in the format `accept` asks for (Prometheus text by default)."""

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from webhook.kube.label_modes import MODE_VARIABLE as NAMESPACE_LABELS_VARIABLE
 from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
-from webhook.server.stall_limited_tls import DEFAULT_STALL_SECONDS
 
 MAX_BODY_BYTES = 8 * 2**20
 LOG_FORMATS = ("json", "text")
@@ -40,7 +39,7 @@ class Settings:
     # Where namespace labels come from: auto, in-cluster, kubeconfig or off.
     namespace_labels: str = "auto"
     # How long a client may stay silent within a TLS handshake or a request; 0: for ever.
-    client_stall_seconds: float = DEFAULT_STALL_SECONDS
+    client_stall_seconds: float = 10.0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:

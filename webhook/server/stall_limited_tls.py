@@ -13,11 +13,9 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-DEFAULT_STALL_SECONDS = 10.0
-
 
 class StallLimitedSSLSocket(ssl.SSLSocket):
-    stall_seconds: float = DEFAULT_STALL_SECONDS
+    stall_seconds: float  # set by `stall_limited`
 
     def setblocking(self, flag: bool) -> None:
         self.settimeout(self.stall_seconds if flag else 0.0)
