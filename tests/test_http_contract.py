@@ -139,6 +139,37 @@ def test_a_body_just_under_the_cap_is_read(client: WebhookClient) -> None:
     assert reply.status == 200 and reply.json()["response"]["allowed"] is True
 
 
+def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(
+    shipped_server: WebhookServer,
+) -> None:
+    # A response is held and sent in one write (held_writes_tls.py); the interim answer a
+    # client waits for before it sends its body must not be held with it.
+    body = (REPO_ROOT / "examples" / "review-fractional-pod.json").read_bytes()
+    head = (
+        "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+    )
+    context = ssl.create_default_context(cafile=str(shipped_server.certificates.ca_cert))
+    with (
+        socket.create_connection(("127.0.0.1", shipped_server.port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        tls.sendall(head.encode())
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            data = tls.recv(1)
+            assert data, f"the connection closed after {interim!r}"
+            interim += data
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        tls.sendall(body)
+        reply = b""
+        while b'"patch"' not in reply:
+            data = tls.recv(65536)
+            assert data, f"the connection closed after {reply[:300]!r}"
+            reply += data
+    assert reply.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
 @pytest.mark.parametrize(
     ("method", "path", "status"), [("GET", "/mutate", 405), ("POST", "/nowhere", 404)]
 )

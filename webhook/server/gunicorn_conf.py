@@ -17,7 +17,8 @@ Each worker builds its TLS context once, and again only when the certificate fil
 (tls_context.py): gunicorn's own hook builds one, CA store included, for every connection. The
 master loads the pair once before it forks, so a pair that does not load stops startup. Its
 connections drop a client that stays silent within a handshake or a request for
-CLIENT_STALL_SECONDS (stall_limited_tls.py), which would otherwise hold a thread for good.
+CLIENT_STALL_SECONDS (stall_limited_tls.py), which would otherwise hold a thread for good, and
+send each response in one write (held_writes_tls.py).
 
 Workers are gthread workers that serve a kept-alive connection's next request on the same
 thread, and share the apiserver's few kept-alive connections out evenly (worker/).
@@ -40,6 +41,7 @@ from gunicorn import sock as gunicorn_sock
 
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
+from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.log_format import formatter_for, lighten_log_records
 from webhook.server.settings import Settings, SettingsError
 from webhook.server.stall_limited_tls import stall_limited
@@ -77,8 +79,10 @@ _created_state_dirs: list[Path] = []
 _tls_contexts = TLSContextCache()
 # Made here, in the master before it forks, so that all its workers share it.
 _connection_table = ConnectionTable()
-_stall_limited_socket = (
-    stall_limited(_settings.client_stall_seconds) if _settings.client_stall_seconds else None
+_serving_socket = (
+    stall_limited(_settings.client_stall_seconds, WriteHoldingSSLSocket)
+    if _settings.client_stall_seconds
+    else WriteHoldingSSLSocket
 )
 
 
@@ -116,8 +120,7 @@ def ssl_context(
 ) -> ssl.SSLContext:
     def build() -> ssl.SSLContext:
         context = default_ssl_context_factory()
-        if _stall_limited_socket is not None:
-            context.sslsocket_class = _stall_limited_socket
+        context.sslsocket_class = _serving_socket
         return context
 
     return _tls_contexts.context(config.certfile, config.keyfile, build)

@@ -42,6 +42,7 @@ class StallLimitedSSLSocket(ssl.SSLSocket):
         )
 
 
-def stall_limited(seconds: float) -> type[ssl.SSLSocket]:
-    """The SSLSocket class for an SSLContext's `sslsocket_class`, waiting at most `seconds`."""
-    return type("StallLimitedSSLSocket", (StallLimitedSSLSocket,), {"stall_seconds": seconds})
+def stall_limited(seconds: float, base: type[ssl.SSLSocket] = ssl.SSLSocket) -> type[ssl.SSLSocket]:
+    """The SSLSocket class for an SSLContext's `sslsocket_class`, waiting at most `seconds`,
+    and otherwise the `base` class given."""
+    return type("StallLimitedSSLSocket", (StallLimitedSSLSocket, base), {"stall_seconds": seconds})

@@ -1,4 +1,4 @@
-"""gunicorn's gthread worker, with two changes for a few busy kept-alive connections.
+"""gunicorn's gthread worker, with three changes for a few busy kept-alive connections.
 
 The kube-apiserver sends its reviews over a handful of connections it keeps open. gthread
 serves each request in a pool thread, then hands the connection back to the main thread's
@@ -13,10 +13,14 @@ worker that holds more connections than a sibling stops watching the listener fo
 that the sibling takes the connection; if it is still waiting after that, this worker takes it,
 so a busy or dead sibling never keeps a client waiting for long. The counts live in a table the
 master shares with its workers (connection_table.py).
+
+A response goes out in one write: a TLS socket that can hold writes (held_writes_tls.py) holds
+them while the request is served, and sends them when it is done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import select
 import selectors
 import ssl
@@ -26,6 +30,7 @@ from typing import Any
 
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.worker.connection_table import WorkerRow
 
 # How long a pool thread waits for the next request on its connection, checking between
@@ -87,6 +92,23 @@ class KeepAliveThreadWorker(ThreadWorker):
         keepalive = super().handle(conn)
         while keepalive is True and self._next_request_is_prompt(conn):
             keepalive = super().handle(conn)
+        return keepalive
+
+    def handle_request(self, req: Any, conn: TConn) -> Any:
+        sock = conn.sock
+        if not isinstance(sock, WriteHoldingSSLSocket):
+            return super().handle_request(req, conn)
+        sock.hold_writes()
+        try:
+            keepalive = super().handle_request(req, conn)
+        except BaseException:
+            # gthread answers or closes as it would have; what the response had written goes
+            # first, if the client is still there to read it.
+            with contextlib.suppress(OSError):
+                sock.send_held()
+            raise
+        # A client gone by now fails here as it would have on the write itself.
+        sock.send_held()
         return keepalive
 
     def _next_request_is_prompt(self, conn: TConn) -> bool:
