@@ -17,13 +17,15 @@ from typing import Any, Literal
 from webhook.admission.answer import Admission
 from webhook.admission.verdict import Verdict
 from webhook.engine.evaluate import Mode
-from webhook.server.log_format import FIELDS_ATTRIBUTE
+from webhook.server.log_lines import LineWriter
 
 # /mutate judges in the mutate mode, /validate in the validate mode.
 Endpoint = Mode
 VerdictName = Literal["allowed", "patched", "denied", "errored", "bad_request"]
 
 log = logging.getLogger("webhook.admission")
+# Routed to the error log's streams by the gunicorn configuration (log_lines.py).
+admission_lines = LineWriter(log)
 # A body that is not a review can make a long reason (it quotes the kind it found).
 _REASON_LIMIT = 200
 
@@ -107,7 +109,7 @@ class AdmissionRecord:
 
 def log_admission(record: AdmissionRecord) -> None:
     if log.isEnabledFor(logging.INFO):
-        log.info("admission", extra={FIELDS_ATTRIBUTE: record.fields()})
+        admission_lines.info("admission", record.fields())
 
 
 def log_rejection(endpoint: Endpoint, status: int, reason: str) -> None:
@@ -115,7 +117,7 @@ def log_rejection(endpoint: Endpoint, status: int, reason: str) -> None:
     if len(reason) > _REASON_LIMIT:
         reason = reason[: _REASON_LIMIT - 3] + "..."
     fields = {"endpoint": endpoint, "verdict": "bad_request", "httpStatus": status, "error": reason}
-    log.info("not an admission review", extra={FIELDS_ATTRIBUTE: fields})
+    admission_lines.info("not an admission review", fields)
 
 
 def _generate_name(obj: Any) -> str:

@@ -41,6 +41,7 @@ from gunicorn import sock as gunicorn_sock
 
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
+from webhook.server.admission_log import admission_lines
 from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.log_format import formatter_for, lighten_log_records
 from webhook.server.settings import Settings, SettingsError
@@ -190,10 +191,13 @@ logger_class = _Logger
 def _send_webhook_log_to(error_log: logging.Logger) -> None:
     """The service's records go to the error log's handlers themselves (its stream, a log
     file, syslog, a logconfig's), not through the error log: a line is written per admission,
-    and a second logger's dispatch and lock in between cost more than formatting it."""
+    and a second logger's dispatch and lock in between cost more than formatting it. Where
+    those handlers are plain streams, an admission's line is written straight to them
+    (log_lines.py)."""
     lighten_log_records()
     webhook_log = logging.getLogger("webhook")
     webhook_log.handlers = list(error_log.handlers)
+    admission_lines.route(webhook_log.handlers)
     webhook_log.setLevel(
         logging.getLevelNamesMapping().get(_settings.log_level.upper(), logging.INFO)
     )

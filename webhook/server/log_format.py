@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -57,19 +58,41 @@ class JsonFormatter(logging.Formatter):
     _encoder = json.JSONEncoder(separators=(",", ":"), default=str)
 
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "time": rfc3339(record.created),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "pid": record.process,
-            "message": record.getMessage(),
-            **_fields(record),
-        }
+        line = self._line_object(
+            record.created, record.levelname, record.name, record.process, record.getMessage()
+        )
+        line |= _fields(record)
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return self._encoder.encode(line)
+
+    def render(
+        self,
+        created: float,
+        level: str,
+        logger: str,
+        pid: int,
+        message: str,
+        fields: Mapping[str, Any],
+    ) -> str:
+        """The line `format` writes for a record of these values, with no exception."""
+        return self._encoder.encode(
+            self._line_object(created, level, logger, pid, message) | fields
+        )
+
+    @staticmethod
+    def _line_object(
+        created: float, level: str, logger: str, pid: int | None, message: str
+    ) -> dict[str, Any]:
+        return {
+            "time": rfc3339(created),
+            "level": level.lower(),
+            "logger": logger,
+            "pid": pid,
+            "message": message,
+        }
 
 
 class TextFormatter(logging.Formatter):
@@ -77,14 +100,41 @@ class TextFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__(TEXT_LAYOUT, TEXT_TIME_LAYOUT)
+        self._last_second: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return self._local_time(record.created)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        text = super().formatMessage(record)
-        fields = _fields(record)
-        if not fields:
-            return text
-        pairs = " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
-        return f"{text} {pairs}"
+        return _with_pairs(super().formatMessage(record), _fields(record))
+
+    def render(
+        self,
+        created: float,
+        level: str,
+        logger: str,
+        pid: int,
+        message: str,
+        fields: Mapping[str, Any],
+    ) -> str:
+        """The line `format` writes for a record of these values, with no exception."""
+        return _with_pairs(f"{self._local_time(created)} [{pid}] [{level}] {message}", fields)
+
+    def _local_time(self, created: float) -> str:
+        # Every line of a second shares its time: a line is written per admission.
+        second = int(created)
+        cached_second, text = self._last_second
+        if second != cached_second:
+            text = time.strftime(TEXT_TIME_LAYOUT, time.localtime(second))
+            self._last_second = (second, text)
+        return text
+
+
+def _with_pairs(text: str, fields: Mapping[str, Any]) -> str:
+    if not fields:
+        return text
+    pairs = " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
+    return f"{text} {pairs}"
 
 
 # A value with any of these is quoted, so that key=value pairs split back apart.
@@ -100,5 +150,8 @@ def _text_value(value: Any) -> str:
     return str(value)
 
 
-def formatter_for(log_format: str) -> logging.Formatter:
+LineFormatter = JsonFormatter | TextFormatter
+
+
+def formatter_for(log_format: str) -> LineFormatter:
     return JsonFormatter() if log_format == "json" else TextFormatter()

@@ -1,0 +1,83 @@
+"""Lines the service logs at every request, written straight to the streams behind its handlers.
+
+An admission writes a line, so under load the logging module's work per line (a LogRecord,
+the dispatch through logger and handler, the formatter reading the record back) costs as much
+as judging a pod. Where every handler is a plain stream handler (gunicorn's stderr or its log
+file) with one of the service's layouts and no filter, the line is rendered from its values and
+written under the handler's own lock, as the handler itself would write it. With any other
+handler (syslog, one from a logging config) each line is a LogRecord, as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, TextFormatter
+
+_PLAIN_STREAM_HANDLERS = (logging.StreamHandler, logging.FileHandler)
+
+
+class _Stream:
+    def __init__(self, handler: logging.StreamHandler[Any], layout: JsonFormatter | TextFormatter):
+        self.handler = handler
+        self.layout = layout
+
+    def write(self, created: float, level: int, logger: str, message: str, fields: Any) -> None:
+        handler = self.handler
+        if level < handler.level:
+            return
+        levelname = logging.getLevelName(level)
+        line = self.layout.render(created, levelname, logger, os.getpid(), message, fields)
+        with handler.lock:  # type: ignore[union-attr]
+            try:
+                stream = handler.stream
+                if stream is None and isinstance(handler, logging.FileHandler):
+                    # Closed, as FileHandler.emit finds it after a close: it opens it again.
+                    stream = handler.stream = handler._open()
+                stream.write(line + handler.terminator)
+                stream.flush()
+            except RecursionError:
+                raise
+            except Exception:
+                handler.handleError(logging.makeLogRecord({"msg": line, "levelno": level}))
+
+
+class LineWriter:
+    """Writes one logger's lines, through its records until `route` finds plain streams."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+        self._streams: tuple[_Stream, ...] | None = None
+
+    def route(self, handlers: Sequence[logging.Handler]) -> None:
+        """Write straight to these handlers' streams when all of them allow it."""
+        streams = []
+        for handler in handlers:
+            layout = handler.formatter
+            plain = (
+                type(handler) in _PLAIN_STREAM_HANDLERS
+                and isinstance(layout, JsonFormatter | TextFormatter)
+                and not handler.filters
+                and getattr(handler, "stream", None) is not None
+            )
+            if not plain:
+                self._streams = None
+                return
+            streams.append(_Stream(handler, layout))  # type: ignore[arg-type]
+        self._streams = tuple(streams) or None
+
+    def info(self, message: str, fields: Mapping[str, Any]) -> None:
+        logger = self._logger
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        streams = self._streams
+        if streams is None:
+            logger.info(message, extra={FIELDS_ATTRIBUTE: fields})
+            return
+        created = time.time()
+        for stream in streams:
+            stream.write(created, logging.INFO, logger.name, message, fields)
