@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -102,8 +103,12 @@ class WebhookMetrics:
         self._durations = {
             endpoint: self.admission_duration.labels(endpoint) for endpoint in ENDPOINTS
         }
+        # The admission counter's children by their labels, so that counting one is a dict
+        # lookup rather than prometheus_client's label checks and lock. The labels are few:
+        # endpoints, judged kinds, verdicts and policy names.
+        self._admission_counts: dict[tuple[str, str, str, str], Any] = {}
         for endpoint in ENDPOINTS:
-            self.admissions.labels(endpoint, "", "bad_request", "")
+            self._admission_count(endpoint, "", "bad_request", "")
         if cert_file is not None:
             self.registry.register(_ServingCertificateCollector(CertificateExpiry(cert_file)))
 
@@ -123,16 +128,23 @@ class WebhookMetrics:
     def admitted(self, record: AdmissionRecord) -> None:
         try:
             kind = kind_label(record.group, record.kind)
-            self.admissions.labels(record.endpoint, kind, record.verdict, record.policy).inc()
+            self._admission_count(record.endpoint, kind, record.verdict, record.policy).inc()
             self._durations[record.endpoint].observe(record.seconds)
         except Exception:
             log.exception("could not update the admission metrics")
 
     def rejected(self, endpoint: Endpoint) -> None:
         try:
-            self.admissions.labels(endpoint, "", "bad_request", "").inc()
+            self._admission_count(endpoint, "", "bad_request", "").inc()
         except Exception:
             log.exception("could not update the admission metrics")
+
+    def _admission_count(self, endpoint: str, kind: str, verdict: str, policy: str) -> Any:
+        labels = (endpoint, kind, verdict, policy)
+        child = self._admission_counts.get(labels)
+        if child is None:
+            child = self._admission_counts[labels] = self.admissions.labels(*labels)
+        return child
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition in the format `accept` asks for (Prometheus text by default)."""
