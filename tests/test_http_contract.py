@@ -74,6 +74,15 @@ def test_a_body_that_is_not_a_review_is_a_400_with_a_reason(
     assert b"Traceback" not in reply.body
 
 
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "Application/JSON"])
+def test_json_is_json_whatever_its_parameters_and_case(
+    client: WebhookClient, content_type: str
+) -> None:
+    body = (REPO_ROOT / "examples" / "review-fractional-pod.json").read_bytes()
+    reply = client.request("POST", "/mutate", body, {"Content-Type": content_type})
+    assert reply.status == 200 and reply.json()["response"]["patch"]
+
+
 def test_a_body_that_is_not_json_by_content_type_is_a_415(client: WebhookClient) -> None:
     reply = client.request("POST", "/mutate", b"a=b", {"Content-Type": "text/plain"})
     assert reply.status == 415
@@ -215,6 +224,34 @@ def test_kinds_without_a_pod_spec_pass_untouched(client: WebhookClient) -> None:
     request["kind"] = {"group": "", "version": "v1", "kind": "ConfigMap"}
     response = client.post_json("/mutate", review(request)).json()["response"]
     assert response == {"uid": UID, "allowed": True}
+
+
+@pytest.fixture(scope="module")
+def app_client() -> Any:
+    return create_app(Settings(policy_dir=REPO_ROOT / "policies")).test_client()
+
+
+# gunicorn refuses these before the application sees them; another WSGI server may not.
+def test_a_content_length_that_is_not_a_number_is_a_400(app_client: Any) -> None:
+    reply = app_client.post(
+        "/mutate",
+        data=b"{}",
+        content_type="application/json",
+        environ_overrides={"CONTENT_LENGTH": "12x"},
+    )
+    assert reply.status_code == 400
+    assert reply.get_json()["error"] == "the Content-Length header is not a number"
+
+
+def test_a_body_of_no_length_from_a_server_that_does_not_end_it_is_empty(app_client: Any) -> None:
+    # Without a length or wsgi.input_terminated, WSGI gives no way to tell where a body ends.
+    reply = app_client.post(
+        "/mutate",
+        data=b'{"kind": "AdmissionReview"}',
+        content_type="application/json",
+        environ_overrides={"CONTENT_LENGTH": ""},
+    )
+    assert reply.status_code == 400 and "the body is not JSON" in reply.get_json()["error"]
 
 
 class ExplodingPolicies(PolicySet):
