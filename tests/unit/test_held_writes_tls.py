@@ -18,6 +18,8 @@ from webhook.server.held_writes_tls import HELD_BYTES_LIMIT, WriteHoldingSSLSock
 from webhook.server.stall_limited_tls import StallLimitedSSLSocket, stall_limited
 
 QUIET_SECONDS = 0.3
+# The server's context, and a client's that trusts it.
+Contexts = tuple[ssl.SSLContext, ssl.SSLContext]
 
 
 class CountingSocket(WriteHoldingSSLSocket):
@@ -31,7 +33,7 @@ class CountingSocket(WriteHoldingSSLSocket):
 
 
 @pytest.fixture(scope="module")
-def contexts(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+def contexts(tmp_path_factory: pytest.TempPathFactory) -> Contexts:
     paths, _ = ensure_dev_certificates(tmp_path_factory.mktemp("certs"))
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(paths.cert, paths.key)
@@ -53,7 +55,7 @@ class Connection:
     def __init__(
         self,
         listener: socket.socket,
-        contexts: tuple[ssl.SSLContext, ssl.SSLContext],
+        contexts: Contexts,
         serve: Callable[[WriteHoldingSSLSocket, threading.Semaphore], None],
     ) -> None:
         server_context, client_context = contexts
@@ -89,6 +91,12 @@ class Connection:
             pass
         return data
 
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.finish()
+
     def finish(self) -> None:
         self.go_on.release(10)
         self.thread.join(timeout=10)
@@ -98,31 +106,33 @@ class Connection:
             raise self.error
 
 
+def send_held_when_released(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
+    """Send what is held once the client lets the server go on, then wait to be let go."""
+    go_on.acquire(timeout=10)
+    tls.send_held()
+    go_on.acquire(timeout=10)
+
+
 def test_held_writes_reach_the_client_when_sent_in_one_tls_write(
-    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+    contexts: Contexts, listener: socket.socket
 ) -> None:
     def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
         tls.hold_writes()
         tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
         tls.sendall(memoryview(b"body"))
-        go_on.acquire(timeout=10)
-        tls.send_held()
-        go_on.acquire(timeout=10)
+        send_held_when_released(tls, go_on)
 
-    connection = Connection(listener, contexts, respond)
-    try:
+    with Connection(listener, contexts, respond) as connection:
         assert connection.read(1, timeout=QUIET_SECONDS) == b""
         assert CountingSocket.tls_writes == 0
         connection.go_on.release()
         expected = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody"
         assert connection.read(len(expected)) == expected
         assert CountingSocket.tls_writes == 1
-    finally:
-        connection.finish()
 
 
 def test_without_a_hold_every_write_goes_out_at_once(
-    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+    contexts: Contexts, listener: socket.socket
 ) -> None:
     def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
         tls.sendall(b"first")
@@ -131,16 +141,13 @@ def test_without_a_hold_every_write_goes_out_at_once(
         tls.sendall(b"second")
         go_on.acquire(timeout=10)
 
-    connection = Connection(listener, contexts, respond)
-    try:
+    with Connection(listener, contexts, respond) as connection:
         assert connection.read(len(b"firstsecond")) == b"firstsecond"
         assert CountingSocket.tls_writes == 2
-    finally:
-        connection.finish()
 
 
 def test_a_send_while_holding_goes_out_at_once_after_what_is_held(
-    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+    contexts: Contexts, listener: socket.socket
 ) -> None:
     # gunicorn answers "Expect: 100-continue" with `send`, and the client waits for it.
     def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
@@ -148,22 +155,17 @@ def test_a_send_while_holding_goes_out_at_once_after_what_is_held(
         tls.sendall(b"held ")
         tls.send(b"100 Continue ")
         tls.sendall(b"held again")
-        go_on.acquire(timeout=10)
-        tls.send_held()
-        go_on.acquire(timeout=10)
+        send_held_when_released(tls, go_on)
 
-    connection = Connection(listener, contexts, respond)
-    try:
+    with Connection(listener, contexts, respond) as connection:
         assert connection.read(len(b"held 100 Continue ")) == b"held 100 Continue "
         assert connection.read(1, timeout=QUIET_SECONDS) == b""
         connection.go_on.release()
         assert connection.read(len(b"held again")) == b"held again"
-    finally:
-        connection.finish()
 
 
 def test_a_long_response_streams_out_while_held(
-    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+    contexts: Contexts, listener: socket.socket
 ) -> None:
     piece = b"x" * 4096
     pieces = HELD_BYTES_LIMIT // len(piece) + 2
@@ -172,38 +174,28 @@ def test_a_long_response_streams_out_while_held(
         tls.hold_writes()
         for _ in range(pieces):
             tls.sendall(piece)
-        go_on.acquire(timeout=10)
-        tls.send_held()
-        go_on.acquire(timeout=10)
+        send_held_when_released(tls, go_on)
 
-    connection = Connection(listener, contexts, respond)
-    try:
+    with Connection(listener, contexts, respond) as connection:
         streamed = connection.read(HELD_BYTES_LIMIT)
         assert streamed == b"x" * HELD_BYTES_LIMIT
         connection.go_on.release()
         rest = connection.read(pieces * len(piece) - HELD_BYTES_LIMIT)
         assert len(streamed + rest) == pieces * len(piece)
-    finally:
-        connection.finish()
 
 
-def test_closing_sends_what_is_held(
-    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
-) -> None:
+def test_closing_sends_what_is_held(contexts: Contexts, listener: socket.socket) -> None:
     def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
         tls.hold_writes()
         tls.sendall(b"last words")
         tls.close()
 
-    connection = Connection(listener, contexts, respond)
-    try:
+    with Connection(listener, contexts, respond) as connection:
         assert connection.read(len(b"last words") + 1) == b"last words"
-    finally:
-        connection.finish()
 
 
 def test_closing_after_the_client_has_gone_still_closes(
-    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+    contexts: Contexts, listener: socket.socket
 ) -> None:
     closed = threading.Event()
 

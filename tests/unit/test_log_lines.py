@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, TextFormatter
+from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, LineValues, TextFormatter
 from webhook.server.log_lines import LineWriter
 
 FIELDS = {"uid": "u-1", "dryRun": False, "policy": "", "denial": 'Pod "p": no', "durationMs": 0.25}
@@ -56,9 +56,8 @@ def test_a_rendered_line_is_the_line_a_record_formats_to(
     record.created = created
     setattr(record, FIELDS_ATTRIBUTE, fields)
     formatter = layout()
-    rendered = formatter.render(
-        created, "INFO", "webhook.admission", record.process or 0, "admission", fields
-    )
+    values = LineValues(created, "INFO", "webhook.admission", record.process, "admission", fields)
+    rendered = formatter.render(values)
     assert rendered == formatter.format(record)
 
 

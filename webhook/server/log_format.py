@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 FIELDS_ATTRIBUTE = "fields"
 # gunicorn's own text layout, so the service's lines and gunicorn's read alike.
@@ -53,45 +53,53 @@ def _fields(record: logging.LogRecord) -> Mapping[str, Any]:
     return fields if isinstance(fields, Mapping) else {}
 
 
+class LineValues(NamedTuple):
+    """What a line says, as a record would carry it."""
+
+    created: float
+    level: str
+    logger: str
+    pid: int | None
+    message: str
+    fields: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, record: logging.LogRecord) -> LineValues:
+        return cls(
+            record.created,
+            record.levelname,
+            record.name,
+            record.process,
+            record.getMessage(),
+            _fields(record),
+        )
+
+
 class JsonFormatter(logging.Formatter):
     # default=str: a field of an unexpected type must not cost the line.
     _encoder = json.JSONEncoder(separators=(",", ":"), default=str)
 
     def format(self, record: logging.LogRecord) -> str:
-        line = self._line_object(
-            record.created, record.levelname, record.name, record.process, record.getMessage()
-        )
-        line |= _fields(record)
+        line = self._line_object(LineValues.of(record))
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return self._encoder.encode(line)
 
-    def render(
-        self,
-        created: float,
-        level: str,
-        logger: str,
-        pid: int,
-        message: str,
-        fields: Mapping[str, Any],
-    ) -> str:
+    def render(self, values: LineValues) -> str:
         """The line `format` writes for a record of these values, with no exception."""
-        return self._encoder.encode(
-            self._line_object(created, level, logger, pid, message) | fields
-        )
+        return self._encoder.encode(self._line_object(values))
 
     @staticmethod
-    def _line_object(
-        created: float, level: str, logger: str, pid: int | None, message: str
-    ) -> dict[str, Any]:
+    def _line_object(values: LineValues) -> dict[str, Any]:
         return {
-            "time": rfc3339(created),
-            "level": level.lower(),
-            "logger": logger,
-            "pid": pid,
-            "message": message,
+            "time": rfc3339(values.created),
+            "level": values.level.lower(),
+            "logger": values.logger,
+            "pid": values.pid,
+            "message": values.message,
+            **values.fields,
         }
 
 
@@ -108,17 +116,11 @@ class TextFormatter(logging.Formatter):
     def formatMessage(self, record: logging.LogRecord) -> str:
         return _with_pairs(super().formatMessage(record), _fields(record))
 
-    def render(
-        self,
-        created: float,
-        level: str,
-        logger: str,
-        pid: int,
-        message: str,
-        fields: Mapping[str, Any],
-    ) -> str:
+    def render(self, values: LineValues) -> str:
         """The line `format` writes for a record of these values, with no exception."""
-        return _with_pairs(f"{self._local_time(created)} [{pid}] [{level}] {message}", fields)
+        time_text = self._local_time(values.created)
+        head = f"{time_text} [{values.pid}] [{values.level}] {values.message}"
+        return _with_pairs(head, values.fields)
 
     def _local_time(self, created: float) -> str:
         # Every line of a second shares its time: a line is written per admission.

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, TextFormatter
+from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, LineValues, TextFormatter
 
 _PLAIN_STREAM_HANDLERS = (logging.StreamHandler, logging.FileHandler)
 
@@ -31,7 +31,8 @@ class _Stream:
         if level < handler.level:
             return
         levelname = logging.getLevelName(level)
-        line = self.layout.render(created, levelname, logger, os.getpid(), message, fields)
+        values = LineValues(created, levelname, logger, os.getpid(), message, fields)
+        line = self.layout.render(values)
         with handler.lock:  # type: ignore[union-attr]
             try:
                 stream = handler.stream
