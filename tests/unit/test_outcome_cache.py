@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,6 +79,33 @@ def test_pods_that_differ_where_the_engine_reads_get_their_own_outcomes() -> Non
     for pod in variants:
         assert cache.evaluate(pod, PodView.read(pod, POD), POLICY, "mutate") == fresh(pod)
     assert len(cache) == len(variants)
+
+
+def test_absent_null_and_empty_parts_are_different_pods() -> None:
+    # The patch for each differs: an absent map is added whole, a null one replaced, an
+    # empty one added into. One outcome for all would patch through a map that is not there.
+    gpu = {"limits": {"nvidia.com/gpu": "0.5"}}
+    shapes = [
+        {"metadata": {}, "resources": gpu},
+        {"metadata": {"annotations": None}, "resources": gpu},
+        {"metadata": {"annotations": {}}, "resources": gpu},
+        {"metadata": {}, "resources": {**gpu, "requests": {}}},
+        {"metadata": {}, "resources": {**gpu, "requests": None}},
+        {"metadata": {}, "resources": gpu, "spec": {"nodeSelector": None}},
+    ]
+    cache = OutcomeCache()
+    for shape in shapes:
+        pod = {
+            "metadata": {"name": "a", **shape["metadata"]},
+            "spec": {
+                "containers": [{"name": "c", "resources": shape["resources"]}],
+                **shape.get("spec", {}),
+            },
+        }
+        outcome = cache.evaluate(pod, PodView.read(pod, POD), POLICY, "mutate")
+        assert outcome == fresh(pod)
+        jsonpatch.apply_patch(pod, outcome.operations)
+    assert len(cache) == len(shapes)
 
 
 def test_a_reloaded_policy_does_not_reuse_the_outcomes_of_the_one_it_replaced() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NamedTuple, NoReturn
 
 from webhook.engine.workloads import Path, PodTemplateLocation
 from webhook.field_paths import format_field
@@ -107,36 +107,43 @@ class PodView:
     lists exactly these; a new reader must be added there too."""
 
     location: PodTemplateLocation
+    metadata: Mapping[str, Any]
     annotations: Mapping[str, Any]
     spec: Mapping[str, Any]
     containers: tuple[Container, ...]
 
     @classmethod
     def read(cls, obj: Mapping[str, Any], location: PodTemplateLocation) -> PodView:
-        return cls.of_parts(location, *pod_parts(obj, location))
+        return cls.of_parts(location, pod_parts(obj, location))
 
     @classmethod
-    def of_parts(
-        cls, location: PodTemplateLocation, annotations: Mapping[str, Any], spec: Mapping[str, Any]
-    ) -> PodView:
+    def of_parts(cls, location: PodTemplateLocation, parts: PodParts) -> PodView:
         """The view of a pod whose `pod_parts` the caller has already."""
-        return cls(location, annotations, spec, _read_containers(spec, location.spec))
+        metadata, annotations, spec = parts
+        return cls(location, metadata, annotations, spec, _read_containers(spec, location.spec))
 
     def engine_input(self) -> str | None:
         """Everything the engine reads of this pod, as one JSON text: pods with the same text
-        get the same outcome. None when a part is no JSON value (a date read from YAML)."""
-        spec = self.spec
+        get the same outcome. None when a part is no JSON value (a date read from YAML).
+
+        The engine reads an absent, a null and an empty map alike, but patches each
+        differently: where a map read as empty, the text holds what was sent instead."""
+        spec, metadata = self.spec, self.metadata
+        annotations = self.annotations
         try:
             return _ENCODE_INPUT(
                 [
-                    self.annotations,
+                    metadata is _NOTHING,
+                    annotations
+                    if annotations is not _NOTHING
+                    else metadata.get("annotations", _ABSENT),
                     [
-                        (c.kind, c.name, c.limits, c.requests, c.raw.get("env"))
+                        (c.kind, c.name, _resources_as_sent(c), c.raw.get("env"))
                         for c in self.containers
                     ],
-                    spec.get("nodeSelector"),
-                    spec.get("tolerations"),
-                    spec.get("affinity"),
+                    spec.get("nodeSelector", _ABSENT),
+                    spec.get("tolerations", _ABSENT),
+                    spec.get("affinity", _ABSENT),
                 ]
             )
         except (TypeError, ValueError):
@@ -175,13 +182,30 @@ class PodView:
         return None
 
 
-def pod_parts(
-    obj: Mapping[str, Any], location: PodTemplateLocation
-) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """The pod's (or template's) annotations and spec, their contents not yet read."""
+class PodParts(NamedTuple):
+    """The pod's (or template's) metadata, annotations and spec, their contents not yet read."""
+
+    metadata: Mapping[str, Any]
+    annotations: Mapping[str, Any]
+    spec: Mapping[str, Any]
+
+
+def pod_parts(obj: Mapping[str, Any], location: PodTemplateLocation) -> PodParts:
     metadata = _resolve(obj, location.metadata)
     annotations = _mapping(metadata, "annotations", location.metadata)
-    return annotations, _resolve(obj, location.spec)
+    return PodParts(metadata, annotations, _resolve(obj, location.spec))
+
+
+# What engine_input writes for an absent map: a map may not be a number, so a pod that holds
+# this one is refused when it is read.
+_ABSENT = 0
+
+
+def _resources_as_sent(container: Container) -> Any:
+    if container.limits is _NOTHING or container.requests is _NOTHING:
+        return container.raw.get("resources", _ABSENT)
+    # Both maps present: read from them, as the engine does (the cheaper text to make).
+    return (container.limits, container.requests)
 
 
 def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Container, ...]:
@@ -217,8 +241,13 @@ def _refuse_container(path: Path, raw: Any) -> NoReturn:
 def pod_labels(obj: Mapping[str, Any], location: PodTemplateLocation) -> Mapping[str, str]:
     """The labels of the pod, or of the pod template: the ones a pod created from the
     template will carry, so that a workload and its pods are judged by the same policy."""
+    return labels_in(_resolve(obj, location.metadata), location)
+
+
+def labels_in(metadata: Mapping[str, Any], location: PodTemplateLocation) -> Mapping[str, str]:
+    """`pod_labels`, from the metadata `pod_parts` found."""
     path = (*location.metadata, "labels")
-    labels = _mapping(_resolve(obj, location.metadata), "labels", location.metadata)
+    labels = _mapping(metadata, "labels", location.metadata)
     for key, value in labels.items():
         if not isinstance(value, str):
             raise MalformedObject((*path, key), f"must be a string, not {_json_type(value)}")
