@@ -89,6 +89,12 @@ def test_log_format_setting(value: str | None, chosen: str) -> None:
     assert Settings.from_environ(environ).log_format == chosen
 
 
+def test_log_levels_are_gunicorns_and_any_other_is_refused() -> None:
+    assert Settings.from_environ({"LOG_LEVEL": "WARNING"}).log_level == "warning"
+    with pytest.raises(SettingsError, match="LOG_LEVEL='verbose' is not one of debug, info"):
+        Settings.from_environ({"LOG_LEVEL": "verbose"})
+
+
 def test_an_unknown_log_format_is_refused() -> None:
     with pytest.raises(SettingsError, match="LOG_FORMAT='yaml' is not one of json, text"):
         Settings.from_environ({"LOG_FORMAT": "yaml"})

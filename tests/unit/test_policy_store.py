@@ -210,7 +210,7 @@ def test_a_bad_edit_keeps_the_old_set_and_records_file_line_and_field(
     policy_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     recorder = Recorder()
-    store = PolicyStore.open(policy_dir, observer=recorder)
+    store = PolicyStore.open(policy_dir, observers=[recorder])
     serving = store.current
     caplog.set_level(logging.INFO, logger="webhook")
     (policy_dir / "default.yaml").write_text(BROKEN)
@@ -244,7 +244,7 @@ def test_a_bad_edit_keeps_the_old_set_and_records_file_line_and_field(
 
 def test_going_back_to_the_serving_content_clears_the_failure(policy_dir: Path) -> None:
     recorder = Recorder()
-    store = PolicyStore.open(policy_dir, observer=recorder)
+    store = PolicyStore.open(policy_dir, observers=[recorder])
     serving = store.current
     (policy_dir / "default.yaml").write_text(BROKEN)
     store.reload()
@@ -310,7 +310,7 @@ def test_a_first_load_that_fails_serves_the_last_good_snapshot(
     (policy_dir / "default.yaml").write_text(BROKEN)
 
     recorder = Recorder()
-    store = PolicyStore.open(policy_dir, last_good=last_good, observer=recorder)
+    store = PolicyStore.open(policy_dir, last_good=last_good, observers=[recorder])
     assert store.current.source == "last-good snapshot"
     assert store.current.digest == good_digest
     assert store.status.failing and store.status.failures == 1

@@ -141,3 +141,19 @@ def test_the_limit_is_a_setting_and_0_turns_it_off() -> None:
 
     assert Settings.from_environ({"CLIENT_STALL_SECONDS": "0"}).client_stall_seconds == 0
     assert Settings.from_environ({}).client_stall_seconds == 10.0
+
+
+def test_a_client_that_stops_reading_is_dropped_as_closed(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], listener: socket.socket
+) -> None:
+    # Far more than the socket buffers of both ends hold, so the write must wait on the client.
+    answer = b"x" * (64 * 2**20)
+    server, client = contexts
+    outcome = serve_once(listener, server, lambda tls: tls.sendall(answer))
+    with client.wrap_socket(
+        socket.create_connection(listener.getsockname()), server_hostname="localhost"
+    ) as tls:
+        tls.recv(1)  # the handshake is done; then nothing more is read
+        finished(outcome)
+    error = outcome.get("error")
+    assert isinstance(error, ssl.SSLEOFError) and error.args[0] == ssl.SSL_ERROR_EOF

@@ -1,10 +1,11 @@
 """The fast (libyaml) reading of policy files against PyYAML's own parser."""
 
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.policy.yaml_documents import _read_documents, read_documents
+from webhook.policy.yaml_documents import DocumentError, _read_documents, read_documents
 
 SCALARS = st.one_of(
     st.integers(),
@@ -28,3 +29,12 @@ def test_documents_and_lines_match_the_pure_python_parser(documents: list[object
     slow = _read_documents(yaml.SafeLoader, text, "p.yaml")
     assert [(d.content, d.lines) for d in fast] == [(d.content, d.lines) for d in slow]
     assert [d.content for d in fast] == documents
+
+
+def test_a_character_yaml_forbids_is_named_with_its_line() -> None:
+    text = "apiVersion: v1\nkind: GpuPolicy\nmetadata:\n  name: te\x07am\n"
+    with pytest.raises(DocumentError) as raised:
+        read_documents(text, "team.yaml")
+    problem = raised.value.problem
+    assert (problem.file, problem.line) == ("team.yaml", 4)
+    assert problem.message == "invalid YAML: special characters are not allowed (#x7)"

@@ -19,7 +19,7 @@ from kubernetes.config.incluster_config import (
 from kubernetes.config.kube_config import load_kube_config
 from urllib3.util.retry import Retry
 
-from webhook.kube.label_modes import MODE_VARIABLE, MODES
+from webhook.kube.label_modes import MODE_VARIABLE, check_mode
 from webhook.kube.namespace_cache import NamespaceLabelCache
 from webhook.policy.namespace_labels import NamespaceLabelSource, NoCluster
 
@@ -48,9 +48,7 @@ def api_client(
     mode: str = "auto", *, environ: Mapping[str, str] | None = None
 ) -> ApiClient | NoCluster:
     """A client for the API `mode` selects (see `namespace_label_source`)."""
-    if mode not in MODES:
-        allowed = ", ".join(repr(name) for name in MODES)
-        raise ValueError(f"namespace label mode {mode!r} is not one of {allowed}")
+    check_mode(mode)
     env = os.environ if environ is None else environ
     if mode == "off":
         return NoCluster(f"namespace label lookup is off ({MODE_VARIABLE}=off)")

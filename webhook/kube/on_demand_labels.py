@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from webhook.kube.label_modes import MODES
+from webhook.kube.label_modes import check_mode
 from webhook.policy.namespace_labels import LabelLookup, NamespaceLabelSource
 from webhook.policy.store import ReloadResult, ReloadStatus, ServedSet
 
@@ -31,9 +31,7 @@ class OnDemandLabelSource:
     when it connects. Raises ValueError at once for a mode that is not one of `MODES`."""
 
     def __init__(self, mode: str, connect: Connect = _connect) -> None:
-        if mode not in MODES:
-            allowed = ", ".join(repr(name) for name in MODES)
-            raise ValueError(f"namespace label mode {mode!r} is not one of {allowed}")
+        check_mode(mode)
         self.mode = mode
         self._connect = connect
         self._source: NamespaceLabelSource | None = None

@@ -117,7 +117,7 @@ class Policy:
     def applies_to(self, target: AdmissionTarget) -> Match:
         """Whether this policy's match holds and its exclusion does not; UNKNOWN when that
         depends on namespace labels the target does not have."""
-        if not self.may_apply_in(target.namespace):
+        if self.match.namespaces is None and target.namespace == PROTECTED_NAMESPACE:
             return Match.NO
         matched = self.match.test(target)
         if matched is Match.NO or self.exclude is None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from webhook.bounded_cache import BoundedCache
+from webhook.bounded_cache import BoundedMemo
 from webhook.policy.defaults import BUILT_IN_POLICY_NAME, DEFAULT_GOVERNED_RESOURCES
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.model import Policy
@@ -78,7 +78,7 @@ class PolicySet:
     _rank: Mapping[int, int] = field(init=False, repr=False, compare=False)
     # Whether any policy here selects namespaces by label, so that labels must be looked up.
     needs_namespace_labels: bool = field(init=False, repr=False, compare=False)
-    _candidates_memo: BoundedCache[str, tuple[Policy, ...]] = field(
+    _candidates_memo: BoundedMemo[str, tuple[Policy, ...]] = field(
         init=False, repr=False, compare=False
     )
 
@@ -99,7 +99,7 @@ class PolicySet:
         object.__setattr__(self, "_broad", tuple(broad))
         needs_labels = any(policy.needs_namespace_labels for policy in self.policies)
         object.__setattr__(self, "needs_namespace_labels", needs_labels)
-        object.__setattr__(self, "_candidates_memo", BoundedCache(CANDIDATES_MEMO_ENTRIES))
+        object.__setattr__(self, "_candidates_memo", BoundedMemo(CANDIDATES_MEMO_ENTRIES))
 
     @classmethod
     def load(cls, directory: Path) -> PolicySet:
@@ -130,13 +130,13 @@ class PolicySet:
     def _candidates(self, namespace: str) -> tuple[Policy, ...]:
         """The policies that could match an object in `namespace`, in the order they are
         tried: those naming it exactly, and the globs and unnamed ones that admit it."""
-        found = self._candidates_memo.get(self, namespace)
+        found = self._candidates_memo.get(namespace)
         if found is None:
             named = self._by_namespace.get(namespace, ())
             broad = [policy for policy in self._broad if policy.may_apply_in(namespace)]
             rank = self._rank
             found = tuple(heapq.merge(named, broad, key=lambda p: rank[id(p)]))
-            self._candidates_memo.put(self, namespace, found)
+            self._candidates_memo.put(namespace, found)
         return found
 
     @staticmethod

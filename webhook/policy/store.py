@@ -62,23 +62,6 @@ class ReloadObserver(Protocol):
         ...
 
 
-class ReloadObservers:
-    """Several observers as one, told in turn; one that fails does not keep the rest from
-    hearing."""
-
-    def __init__(self, observers: Sequence[ReloadObserver]) -> None:
-        self.observers = tuple(observers)
-
-    def policies_observed(
-        self, result: ReloadResult | None, current: ServedSet, status: ReloadStatus
-    ) -> None:
-        for observer in self.observers:
-            try:
-                observer.policies_observed(result, current, status)
-            except Exception:
-                log.exception("recording the policy reload failed")
-
-
 class DirectoryChanged(Exception):
     """The directory changed while it was being loaded: what loaded may be a mix."""
 
@@ -153,13 +136,13 @@ class PolicyStore:
         current: ServedSet,
         *,
         last_good: LastGood | None = None,
-        observer: ReloadObserver | None = None,
+        observers: Sequence[ReloadObserver] = (),
     ) -> None:
         self.directory = directory
         self.current = current
         self.status = ReloadStatus()
         self.last_good = last_good
-        self._observer = observer
+        self._observers = tuple(observers)
         self._failed_digest: str | None = None
         self._reloading = threading.Lock()
 
@@ -174,14 +157,14 @@ class PolicyStore:
         directory: Path,
         *,
         last_good: LastGood | None = None,
-        observer: ReloadObserver | None = None,
+        observers: Sequence[ReloadObserver] = (),
     ) -> PolicyStore:
         """Load `directory`; when it does not load, serve the last good snapshot and record the
         failure. Raises PolicyLoadError when there is no snapshot to fall back on either."""
         attempt = load_settled_directory(directory)
         if attempt.policy_set is not None:
             served = ServedSet(attempt.policy_set, attempt.files.digest, _now(), "directory")
-            store = cls(directory, served, last_good=last_good, observer=observer)
+            store = cls(directory, served, last_good=last_good, observers=observers)
             store._keep(attempt)
             store._notify(None)
             return store
@@ -189,7 +172,7 @@ class PolicyStore:
         if snapshot is None:
             raise PolicyLoadError(attempt.problems)
         served = ServedSet(snapshot.policy_set, snapshot.files.digest, _now(), "last-good snapshot")
-        store = cls(directory, served, last_good=last_good, observer=observer)
+        store = cls(directory, served, last_good=last_good, observers=observers)
         store._record_failure(attempt, first=True)
         store._notify(None)
         return store
@@ -260,9 +243,9 @@ class PolicyStore:
             log.warning("could not keep the last good policy set in %s: %s", where, error)
 
     def _notify(self, result: ReloadResult | None) -> None:
-        if self._observer is None:
-            return
-        try:
-            self._observer.policies_observed(result, self.current, self.status)
-        except Exception:
-            log.exception("recording the policy reload failed")
+        """Tells each observer in turn; one that fails does not keep the rest from hearing."""
+        for observer in self._observers:
+            try:
+                observer.policies_observed(result, self.current, self.status)
+            except Exception:
+                log.exception("recording the policy reload failed")

@@ -43,12 +43,12 @@ def read_documents(text: str, file: str) -> list[SourceDocument]:
     """
     try:
         return _read_documents(_FAST_LOADER, text, file)
-    except yaml.MarkedYAMLError as fast_error:
+    except yaml.YAMLError as fast_error:
         try:
             _read_documents(yaml.SafeLoader, text, file)
-        except yaml.MarkedYAMLError as error:
-            raise DocumentError(_yaml_problem(error, file)) from None
-        raise DocumentError(_yaml_problem(fast_error, file)) from None
+        except yaml.YAMLError as error:
+            raise DocumentError(_yaml_problem(error, file, text)) from None
+        raise DocumentError(_yaml_problem(fast_error, file, text)) from None
 
 
 def _read_documents(loader_class: type[Any], text: str, file: str) -> list[SourceDocument]:
@@ -69,10 +69,18 @@ def _read_documents(loader_class: type[Any], text: str, file: str) -> list[Sourc
     return documents
 
 
-def _yaml_problem(error: yaml.MarkedYAMLError, file: str) -> PolicyProblem:
-    mark = error.problem_mark or error.context_mark
-    line = mark.line + 1 if mark else None
-    return PolicyProblem(file, line, "(yaml)", _describe(error))
+def _yaml_problem(error: yaml.YAMLError, file: str, text: str) -> PolicyProblem:
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark else None
+        return PolicyProblem(file, line, "(yaml)", _describe(error))
+    if isinstance(error, yaml.reader.ReaderError):
+        # A character YAML does not allow anywhere: found before any parsing, with no mark.
+        line = text.count("\n", 0, error.position) + 1
+        character = error.character
+        code = character if isinstance(character, int) else ord(character)
+        return PolicyProblem(file, line, "(yaml)", f"invalid YAML: {error.reason} (#x{code:x})")
+    return PolicyProblem(file, None, "(yaml)", f"invalid YAML: {error}")
 
 
 class DocumentError(ValueError):

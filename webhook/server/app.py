@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from time import perf_counter
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
-from werkzeug.exceptions import BadRequest, HTTPException
+from werkzeug.exceptions import HTTPException
 
 from webhook.admission.answer import judge
 from webhook.admission.review import ReviewDecodeError, ReviewEnvelope, decode_envelope
@@ -16,7 +17,7 @@ from webhook.kube.on_demand_labels import OnDemandLabelSource
 from webhook.policy.namespace_labels import NamespaceLabelSource
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.snapshot import LastGood
-from webhook.policy.store import PolicyStore, ReloadObserver, ReloadObservers
+from webhook.policy.store import PolicyStore, ReloadObserver
 from webhook.server.admission_log import AdmissionRecord, Endpoint, log_admission, log_rejection
 from webhook.server.log_format import rfc3339
 from webhook.server.metrics import WebhookMetrics
@@ -43,13 +44,13 @@ def create_app(
         on_demand = OnDemandLabelSource(settings.namespace_labels)
         observers.append(on_demand)
         labels = on_demand
-    store = _policy_store(settings, policies, ReloadObservers(observers))
+    store = _policy_store(settings, policies, observers)
     app = Flask("webhook")
     app.extensions["policy_store"] = store
     max_body = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
 
-    def review(endpoint: Endpoint) -> tuple[Response, int]:
+    def review(endpoint: Endpoint) -> Response | tuple[Response, int]:
         # Read off the WSGI environ: werkzeug's parsed headers and wrapped input stream cost
         # as much as judging a pod, and a review needs neither.
         environ = request.environ
@@ -57,7 +58,11 @@ def create_app(
             return rejected(
                 endpoint, 415, "the body must be an AdmissionReview sent as application/json"
             )
-        body = _read_body(environ, max_body)
+        declared = environ.get("CONTENT_LENGTH", "")
+        if declared and not declared.isdigit():
+            # gunicorn refuses such a request itself; another WSGI server may pass it on.
+            return rejected(endpoint, 400, "the Content-Length header is not a number")
+        body = _read_body(environ, declared, max_body)
         if body is None:
             return rejected(endpoint, 413, f"the body is larger than {max_body // 2**20} MiB")
         started = perf_counter()
@@ -70,7 +75,7 @@ def create_app(
         record = AdmissionRecord.of(endpoint, admission, perf_counter() - started)
         metrics.admitted(record)
         log_admission(record)
-        return reply, 200
+        return reply
 
     def rejected(endpoint: Endpoint, code: int, reason: str) -> tuple[Response, int]:
         metrics.rejected(endpoint)
@@ -78,11 +83,11 @@ def create_app(
         return _error(code, reason)
 
     @app.post("/mutate")
-    def mutate() -> tuple[Response, int]:
+    def mutate() -> Response | tuple[Response, int]:
         return review("mutate")
 
     @app.post("/validate")
-    def validate() -> tuple[Response, int]:
+    def validate() -> Response | tuple[Response, int]:
         return review("validate")
 
     @app.get("/healthz")
@@ -111,12 +116,12 @@ def _log_fault(envelope: ReviewEnvelope, error: Exception) -> str:
 
 
 def _policy_store(
-    settings: Settings, policies: PolicySet | None, observer: ReloadObserver
+    settings: Settings, policies: PolicySet | None, observers: Sequence[ReloadObserver]
 ) -> PolicyStore:
     if policies is not None:
         return PolicyStore.given(policies, settings.policy_dir)
     last_good = LastGood(settings.state_dir) if settings.state_dir is not None else None
-    store = PolicyStore.open(settings.policy_dir, last_good=last_good, observer=observer)
+    store = PolicyStore.open(settings.policy_dir, last_good=last_good, observers=observers)
     if settings.policy_reload_seconds > 0:
         store.start_watching(settings.policy_reload_seconds)
     return store
@@ -150,16 +155,12 @@ def _is_json(content_type: str) -> bool:
     return content_type.partition(";")[0].strip().lower() == "application/json"
 
 
-def _read_body(environ: dict[str, Any], limit: int) -> bytes | None:
-    """The request body, or None when it is over `limit` bytes. A declared length is checked
-    before reading; a body of no declared length (chunked, which the server marks as
+def _read_body(environ: dict[str, Any], declared: str, limit: int) -> bytes | None:
+    """The request body, or None when it is over `limit` bytes. A declared length (digits) is
+    checked before reading; a body of no declared length (chunked, which the server marks as
     wsgi.input_terminated) is read one byte past the limit and no further."""
     stream = environ["wsgi.input"]
-    declared = environ.get("CONTENT_LENGTH", "")
     if declared:
-        if not declared.isdigit():
-            # gunicorn refuses such a request itself; another WSGI server may pass it on.
-            raise BadRequest("the Content-Length header is not a number")
         length = int(declared)
         return None if length > limit else stream.read(length)
     if not environ.get("wsgi.input_terminated"):

@@ -43,7 +43,7 @@ from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
 from webhook.server.admission_log import admission_lines
 from webhook.server.held_writes_tls import WriteHoldingSSLSocket
-from webhook.server.log_format import formatter_for, lighten_log_records
+from webhook.server.log_format import formatter_for
 from webhook.server.settings import Settings, SettingsError
 from webhook.server.stall_limited_tls import stall_limited
 from webhook.server.tls_context import TLSContextCache
@@ -194,7 +194,6 @@ def _send_webhook_log_to(error_log: logging.Logger) -> None:
     and a second logger's dispatch and lock in between cost more than formatting it. Where
     those handlers are plain streams, an admission's line is written straight to them
     (log_lines.py)."""
-    lighten_log_records()
     webhook_log = logging.getLogger("webhook")
     webhook_log.handlers = list(error_log.handlers)
     admission_lines.route(webhook_log.handlers)

@@ -57,10 +57,6 @@ class WriteHoldingSSLSocket(ssl.SSLSocket):
         self._send_held_if_connected()
         super().shutdown(how)
 
-    def unwrap(self) -> Any:
-        self._send_held_if_connected()
-        return super().unwrap()
-
     def close(self) -> None:
         self._send_held_if_connected()
         super().close()

@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 FIELDS_ATTRIBUTE = "fields"
-# gunicorn's own text layout, so the service's lines and gunicorn's read alike.
-TEXT_LAYOUT = "%(asctime)s [%(process)d] [%(levelname)s] %(message)s"
+# gunicorn's own time layout, so the service's lines and gunicorn's read alike.
 TEXT_TIME_LAYOUT = "[%Y-%m-%d %H:%M:%S %z]"
 
 
@@ -38,14 +37,6 @@ def rfc3339(timestamp: float) -> str:
 
 
 _last_second: tuple[int, str] = (-1, "")
-
-
-def lighten_log_records() -> None:
-    """Stop the logging module from gathering what no layout here prints: the caller's file
-    and line (a walk up the stack), and thread and multiprocessing names."""
-    logging._srcfile = None  # type: ignore[attr-defined]
-    logging.logThreads = False
-    logging.logMultiprocessing = False
 
 
 def _fields(record: logging.LogRecord) -> Mapping[str, Any]:
@@ -107,14 +98,12 @@ class TextFormatter(logging.Formatter):
     """gunicorn's own layout, `[time] [pid] [LEVEL] message`, then the fields as key=value."""
 
     def __init__(self) -> None:
-        super().__init__(TEXT_LAYOUT, TEXT_TIME_LAYOUT)
+        super().__init__()
         self._last_second: tuple[int, str] = (-1, "")
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        return self._local_time(record.created)
-
     def formatMessage(self, record: logging.LogRecord) -> str:
-        return _with_pairs(super().formatMessage(record), _fields(record))
+        # logging.Formatter.format appends a traceback, if any, to what this returns.
+        return self.render(LineValues.of(record))
 
     def render(self, values: LineValues) -> str:
         """The line `format` writes for a record of these values, with no exception."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -126,18 +127,14 @@ class WebhookMetrics:
     # answer.
 
     def admitted(self, record: AdmissionRecord) -> None:
-        try:
-            kind = kind_label(record.group, record.kind)
+        kind = kind_label(record.group, record.kind)
+        with _counting_faults_logged():
             self._admission_count(record.endpoint, kind, record.verdict, record.policy).inc()
             self._durations[record.endpoint].observe(record.seconds)
-        except Exception:
-            log.exception("could not update the admission metrics")
 
     def rejected(self, endpoint: Endpoint) -> None:
-        try:
+        with _counting_faults_logged():
             self._admission_count(endpoint, "", "bad_request", "").inc()
-        except Exception:
-            log.exception("could not update the admission metrics")
 
     def _admission_count(self, endpoint: str, kind: str, verdict: str, policy: str) -> Any:
         labels = (endpoint, kind, verdict, policy)
@@ -150,6 +147,14 @@ class WebhookMetrics:
         """The exposition in the format `accept` asks for (Prometheus text by default)."""
         encode, content_type = choose_encoder(accept or "")
         return encode(self.registry), content_type
+
+
+@contextmanager
+def _counting_faults_logged() -> Iterator[None]:
+    try:
+        yield
+    except Exception:
+        log.exception("could not update the admission metrics")
 
 
 class _ServingCertificateCollector:

@@ -9,30 +9,28 @@ shows up at the next look, and an unchanged one costs a stat.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from cryptography import x509
 
-log = logging.getLogger("webhook")
+from webhook.file_identity import FileIdentity, file_identity
 
-_FileIdentity = tuple[int, int, int, int]
+log = logging.getLogger("webhook")
 
 
 class CertificateExpiry:
     def __init__(self, path: Path) -> None:
         self.path = path
         # (identity of the file that was read, its notAfter); identity None: it was not there.
-        self._seen: tuple[_FileIdentity | None, float | None] | None = None
+        self._seen: tuple[FileIdentity | None, float | None] | None = None
 
     def not_after(self) -> float | None:
         """The notAfter of the file's first certificate, in Unix time; None when the file
         cannot be read or holds no certificate (logged once per state of the file)."""
         try:
-            status = os.stat(self.path)
+            identity = file_identity(self.path)
         except OSError as error:
             return self._remember(None, None, f"cannot be read: {error.strerror}")
-        identity = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
         seen = self._seen
         if seen is not None and seen[0] == identity:
             return seen[1]
@@ -43,7 +41,7 @@ class CertificateExpiry:
         return self._remember(identity, certificate.not_valid_after_utc.timestamp(), None)
 
     def _remember(
-        self, identity: _FileIdentity | None, not_after: float | None, problem: str | None
+        self, identity: FileIdentity | None, not_after: float | None, problem: str | None
     ) -> float | None:
         seen = self._seen
         if problem is not None and (seen is None or seen != (identity, None)):

@@ -13,6 +13,8 @@ from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
 
 MAX_BODY_BYTES = 8 * 2**20
 LOG_FORMATS = ("json", "text")
+# gunicorn's levels; it would take any other word for info without a word.
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 class SettingsError(ValueError):
@@ -53,7 +55,7 @@ class Settings:
             key_file=Path(env.get("TLS_KEY_FILE", str(defaults.key_file))),
             workers=_positive_int(env, "WORKERS", defaults.workers),
             threads=_positive_int(env, "THREADS", defaults.threads),
-            log_level=env.get("LOG_LEVEL", defaults.log_level).lower(),
+            log_level=_choice(env, "LOG_LEVEL", defaults.log_level, LOG_LEVELS),
             log_format=_choice(env, "LOG_FORMAT", defaults.log_format, LOG_FORMATS),
             policy_reload_seconds=_seconds(
                 env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds
@@ -95,7 +97,7 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
-    text = env.get(name) or default
+    text = (env.get(name) or default).lower()
     if text not in choices:
         raise SettingsError(f"{name}={text!r} is not one of {', '.join(choices)}")
     return text

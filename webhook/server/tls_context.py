@@ -15,11 +15,12 @@ rotation must not take the service down.
 from __future__ import annotations
 
 import logging
-import os
 import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from webhook.file_identity import FileIdentity, file_identity
 
 log = logging.getLogger("webhook")
 
@@ -27,9 +28,8 @@ LOAD_ATTEMPTS = 3
 # A load fails with these while a pair is half swapped; they are worth another read.
 _TRANSIENT = (ssl.SSLError, FileNotFoundError)
 
-_FileIdentity = tuple[int, int, int, int] | None
 # The paths, then the identity of each file (None: it could not be stat'ed).
-_PairIdentity = tuple[str, str | None, _FileIdentity, _FileIdentity]
+_PairIdentity = tuple[str, str | None, FileIdentity | None, FileIdentity | None]
 
 
 @dataclass(frozen=True)
@@ -116,9 +116,8 @@ def _pair_identity(cert_file: str, key_file: str | None) -> _PairIdentity:
     )
 
 
-def _file_identity(path: str) -> _FileIdentity:
+def _file_identity(path: str) -> FileIdentity | None:
     try:
-        status = os.stat(path)
+        return file_identity(path)
     except OSError:
         return None
-    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
