@@ -27,12 +27,16 @@ class WrongAnswer(Exception):
     """A case whose answer does not have the expected shape: timing it would mislead."""
 
 
-def checked_body(review: Mapping[str, Any], policies: PolicySet, label: str) -> bytes:
+def checked_body(
+    review: Mapping[str, Any], policies: PolicySet, label: str
+) -> tuple[bytes, dict[str, Any]]:
+    """The review's body, and its answer, checked to be a patch."""
     body = review_body(review)
-    problem = answer_problem("patched", review["request"]["uid"], answer_of(body, policies))
+    answer = answer_of(body, policies)
+    problem = answer_problem("patched", review["request"]["uid"], answer)
     if problem:
         raise WrongAnswer(f"{label}: {problem}")
-    return body
+    return body, answer
 
 
 def container_growth(
@@ -41,7 +45,7 @@ def container_growth(
     cases: dict[str, Any] = {}
     for count in CONTAINER_COUNTS:
         label = f"{count} container{'s' if count > 1 else ''}"
-        body = checked_body(with_containers(pod, count), policies, label)
+        body, _ = checked_body(with_containers(pod, count), policies, label)
         cases[str(count)] = time_decision(body, policies, seconds).figures()
         progress(label, cases[str(count)])
     return {"cases": cases, **container_slopes(cases)}
@@ -90,8 +94,8 @@ def policy_growth(
             ("exact", generated.exact_namespace, generated.exact_policy),
         ):
             review = in_namespace(pod, namespace)
-            body = checked_body(review, policies, f"{label}, namespace {namespace}")
-            governing = answer_of(body, policies)["response"]["auditAnnotations"]["policy"]
+            body, answer = checked_body(review, policies, f"{label}, namespace {namespace}")
+            governing = answer["response"]["auditAnnotations"]["policy"]
             if governing != expected:
                 raise WrongAnswer(
                     f"{label}: {namespace} is governed by {governing}, not {expected}"

@@ -18,8 +18,14 @@ def _connection(port: int, timeout: float) -> http.client.HTTPSConnection:
     return http.client.HTTPSConnection(HOST, port, context=context, timeout=timeout)
 
 
+class ProbeError(Exception):
+    """The server answers, but not in a way any later look would change."""
+
+
 def healthy(port: int, timeout: float = 2.0) -> bool:
-    """False too while the development CA does not exist yet (`make run` creates it)."""
+    """Whether the server answers /healthz; False too while the development CA does not exist
+    yet (`make run` creates it). Raises ProbeError when its certificate is not one the CA
+    signed: the server is up, serving other certificates (TLS_CERT_FILE set elsewhere)."""
     try:
         connection = _connection(port, timeout)
     except OSError:
@@ -27,6 +33,11 @@ def healthy(port: int, timeout: float = 2.0) -> bool:
     try:
         connection.request("GET", "/healthz")
         return connection.getresponse().status == 200
+    except ssl.SSLCertVerificationError as error:
+        raise ProbeError(
+            f"the server's certificate is not one {CA_FILE} signed ({error.verify_message}); "
+            "the benchmark serves the development pair: unset TLS_CERT_FILE and TLS_KEY_FILE"
+        ) from None
     except (OSError, http.client.HTTPException):
         return False
     finally:

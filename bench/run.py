@@ -41,7 +41,8 @@ from bench.servers import (
 from bench.stats import median, ratio
 from bench.summary import markdown, outcome_records, replace_between_markers, write
 from bench.targets import evaluate
-from webhook.policy.store import load_directory
+from webhook.cli.errors import InputError
+from webhook.cli.policies import load_policy_set
 
 DEFAULT_OUT = Path("bench/results")
 
@@ -127,9 +128,10 @@ class Bench:
     # In-process
 
     def decision(self, scenarios: tuple[Scenario, ...]) -> None:
-        policies = load_directory(Path("policies")).policy_set
-        if policies is None:
-            raise Refused("the policies in policies/ do not load")
+        try:
+            policies = load_policy_set(Path("policies"))
+        except InputError as error:
+            raise Refused(str(error)) from None
         seconds = self.plan.decision_s
         report.section("In-process decision, µs median / p99 (judge + encode apart from decode)")
         found: dict[str, Any] = {}

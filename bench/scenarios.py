@@ -10,6 +10,7 @@ import copy
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +35,7 @@ class Scenario:
     expect: Expect
     description: str
 
-    @property
+    @cached_property
     def body(self) -> bytes:
         return review_body(self.review)
 

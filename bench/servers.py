@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.memory import children, command_line
-from bench.probe import HOST, healthy
+from bench.probe import HOST, ProbeError, healthy
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GUNICORN = ".venv/bin/gunicorn"
@@ -57,8 +57,11 @@ class Server:
             code = self._process.poll()
             if code is not None:
                 raise ServerError(f"{self.name} exited with {code}:\n{self.log_tail()}")
-            if healthy(self.port):
-                return
+            try:
+                if healthy(self.port):
+                    return
+            except ProbeError as error:
+                raise ServerError(f"{self.name}: {error}") from None
             time.sleep(0.2)
         raise ServerError(
             f"{self.name} did not answer /healthz in {START_SECONDS:.0f} s (log {self.log_file}):"

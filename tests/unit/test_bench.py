@@ -31,7 +31,7 @@ from bench.scenarios import (
 )
 from bench.stats import percentile
 from bench.summary import BEGIN, END, replace_between_markers
-from bench.targets import TARGETS, evaluate, lookup
+from bench.targets import evaluate, lookup
 from bench.wrk import parse_result
 from webhook.cli.admit import review_body
 from webhook.policy.namespace_labels import NoCluster
@@ -101,7 +101,8 @@ def passing_figures() -> dict[str, Any]:
 def test_every_target_passes_on_passing_figures() -> None:
     outcomes = evaluate(passing_figures())
     assert [o.target.name for o in outcomes if not o.passed] == []
-    assert len(outcomes) == len(TARGETS)
+    # Each judged on a figure it found, not on a default.
+    assert [o.target.name for o in outcomes if o.value is None or o.reason] == []
 
 
 def _parent(figures: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
