@@ -132,28 +132,42 @@ def wait_until_every_worker_serves(server: WebhookServer) -> None:
 @pytest.fixture(scope="module")
 def mounted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mounted]:
     with server_on_mounted_tls(tmp_path_factory.mktemp("tuning")) as mounted:
+        # Every test here may count on both workers, whichever runs first or alone.
+        wait_until_every_worker_serves(mounted.server)
         yield mounted
+
+
+# Rounds of four connections opened at once, and how far from an even share they may land
+# in all (the sum over rounds of the difference between the workers' counts). Which worker
+# accepts is a race the server only leans on: an even share is most rounds, not every one.
+# By chance alone, four connections split 2:2 in 6 of 16 cases and 0:4 in 2.
+SHARE_ROUNDS = 8
+SHARE_SLACK = 8
 
 
 def test_kept_alive_connections_opened_together_are_shared_evenly(mounted: Mounted) -> None:
     server = mounted.server
     assert len(server.worker_pids()) == 2
-    wait_until_every_worker_serves(server)
 
     def open_one(_: int) -> tuple[KeptAlive, int]:
         connection = KeptAlive(server)
         return connection, connection.worker()
 
-    with ThreadPoolExecutor(4) as pool:
-        opened = list(pool.map(open_one, range(4)))
-    try:
-        assert sorted(Counter(worker for _, worker in opened).values()) == [2, 2]
-        # Each stays with its worker.
-        for connection, worker in opened:
-            assert connection.worker() == worker
-    finally:
-        for connection, _ in opened:
-            connection.close()
+    splits = []
+    for _ in range(SHARE_ROUNDS):
+        with ThreadPoolExecutor(4) as pool:
+            opened = list(pool.map(open_one, range(4)))
+        try:
+            counts = Counter(worker for _, worker in opened)
+            splits.append(tuple(sorted(counts[pid] for pid in server.worker_pids())))
+            # Each stays with its worker.
+            for connection, worker in opened:
+                assert connection.worker() == worker
+        finally:
+            for connection, _ in opened:
+                connection.close()
+        wait_until_no_connections(server)
+    assert sum(high - low for low, high in splits) <= SHARE_SLACK, splits
 
 
 def test_one_connection_serves_many_requests_in_a_row(mounted: Mounted) -> None:

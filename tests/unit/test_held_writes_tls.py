@@ -15,7 +15,6 @@ import pytest
 
 from webhook.certs.directory import ensure_dev_certificates
 from webhook.server.held_writes_tls import HELD_BYTES_LIMIT, WriteHoldingSSLSocket
-from webhook.server.stall_limited_tls import StallLimitedSSLSocket, stall_limited
 
 QUIET_SECONDS = 0.3
 # The server's context, and a client's that trusts it.
@@ -212,9 +211,3 @@ def test_closing_after_the_client_has_gone_still_closes(
     connection.tls.close()
     connection.finish()
     assert closed.is_set()
-
-
-def test_the_stall_limited_socket_holds_writes_too() -> None:
-    serving = stall_limited(10.0, WriteHoldingSSLSocket)
-    assert issubclass(serving, WriteHoldingSSLSocket)
-    assert issubclass(serving, StallLimitedSSLSocket)

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,12 +35,16 @@ class Recorded:
 
 
 class Connections:
-    def __init__(self) -> None:
+    def __init__(self, seconds: float = 0.0) -> None:
         self.modes: list[str] = []
         self.source = Recorded()
+        # How long connecting takes: long enough, and threads asking at once all get in
+        # unless connecting is done under a lock.
+        self.seconds = seconds
 
     def __call__(self, mode: str) -> NamespaceLabelSource:
         self.modes.append(mode)
+        time.sleep(self.seconds)
         return self.source
 
 
@@ -67,7 +72,7 @@ def test_a_set_that_selects_by_label_connects_when_loaded(tmp_path: Path) -> Non
 
 
 def test_the_first_question_connects_once_whatever_the_threads() -> None:
-    connections = Connections()
+    connections = Connections(seconds=0.05)
     source = OnDemandLabelSource("auto", connections)
     start = threading.Barrier(8)
 
@@ -89,7 +94,18 @@ def test_an_unknown_mode_is_refused_at_once() -> None:
 
 
 def test_serving_loads_no_kubernetes_client_until_labels_are_needed() -> None:
-    script = "import sys, webhook.server.app; print('kubernetes' in sys.modules)"
+    # The app built and a GPU review answered, as a worker does, with the shipped policies.
+    script = """
+import sys
+from pathlib import Path
+from webhook.server.app import create_app
+from webhook.server.settings import Settings
+app = create_app(Settings(policy_dir=Path("policies"), policy_reload_seconds=0))
+body = Path("examples/review-fractional-pod.json").read_bytes()
+reply = app.test_client().post("/mutate", data=body, content_type="application/json")
+assert reply.get_json()["response"]["patch"], reply.get_json()
+print('kubernetes' in sys.modules)
+"""
     result = subprocess.run(
         [sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     )

@@ -4,11 +4,15 @@ given; one that talks is served as before."""
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +20,7 @@ from webhook.certs.directory import ensure_dev_certificates
 from webhook.server.stall_limited_tls import stall_limited
 
 STALL_SECONDS = 0.3
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -136,11 +141,32 @@ def test_non_blocking_stays_non_blocking(
     assert outcome.get("result") == 0.0
 
 
-def test_the_limit_is_a_setting_and_0_turns_it_off() -> None:
-    from webhook.server.settings import Settings
+# What the served connections are, as the gunicorn configuration picks it from the setting.
+SERVING_SOCKET = """
+from webhook.server import gunicorn_conf
+from webhook.server.held_writes_tls import WriteHoldingSSLSocket
+from webhook.server.stall_limited_tls import StallLimitedSSLSocket
+served = gunicorn_conf._serving_socket
+assert issubclass(served, WriteHoldingSSLSocket)
+limited = issubclass(served, StallLimitedSSLSocket)
+print(served.stall_seconds if limited else "off")
+"""
 
-    assert Settings.from_environ({"CLIENT_STALL_SECONDS": "0"}).client_stall_seconds == 0
-    assert Settings.from_environ({}).client_stall_seconds == 10.0
+
+@pytest.mark.parametrize(("setting", "served"), [(None, "10.0"), ("0", "off"), ("2.5", "2.5")])
+def test_the_limit_is_a_setting_and_0_turns_it_off(setting: str | None, served: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CLIENT_STALL_SECONDS"}
+    if setting is not None:
+        env["CLIENT_STALL_SECONDS"] = setting
+    result = subprocess.run(
+        [sys.executable, "-c", SERVING_SOCKET],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.strip() == served
 
 
 def test_a_client_that_stops_reading_is_dropped_as_closed(
