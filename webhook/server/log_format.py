@@ -122,23 +122,24 @@ class TextFormatter(logging.Formatter):
 
 
 def _with_pairs(text: str, fields: Mapping[str, Any]) -> str:
-    if not fields:
-        return text
-    pairs = " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
-    return f"{text} {pairs}"
+    # One loop, no call per value: a line is written per admission.
+    parts = [text]
+    for key, value in fields.items():
+        if isinstance(value, str):
+            if not value or _NEEDS_QUOTES.search(value) is not None:
+                value = json.dumps(value)
+        elif value is None:
+            value = "null"
+        elif value is True or value is False:
+            value = "true" if value else "false"
+        else:
+            value = str(value)
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
 
 
 # A value with any of these is quoted, so that key=value pairs split back apart.
 _NEEDS_QUOTES = re.compile(r'[\s"=]')
-
-
-def _text_value(value: Any) -> str:
-    if isinstance(value, str):
-        plain = value and _NEEDS_QUOTES.search(value) is None
-        return value if plain else json.dumps(value)
-    if value is None or isinstance(value, bool):
-        return "null" if value is None else "true" if value else "false"
-    return str(value)
 
 
 LineFormatter = JsonFormatter | TextFormatter
