@@ -5,10 +5,14 @@ request and its verdict, never the object or who sent it."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import ssl
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,6 +65,9 @@ POSTS = [
 ]
 ADMISSIONS_PER_ROUND = sum(post.is_admission for post in POSTS)
 MIN_ROUNDS, MAX_ROUNDS = 4, 60
+# Workers publish their counts every second (metrics.PUBLISH_SECONDS); a few times that.
+PUBLISH_WAIT_SECONDS = 5
+EXITING_WORKER_ADMISSIONS = 20
 
 
 @dataclass
@@ -93,6 +100,17 @@ class Traffic:
                 samples.setdefault(sample.name, {})[labels] = sample.value
         return samples
 
+    def wait_until_published(self) -> None:
+        """Each worker adds what it counted to the shared metrics within a second; a scrape
+        answered by one worker may miss the last second of the other's."""
+        posted = len(POSTS) * self.rounds
+        deadline = time.monotonic() + PUBLISH_WAIT_SECONDS
+        while True:
+            counted = sum(self.metrics()["gpu_webhook_admissions_total"].values())
+            if counted == posted or time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
+
 
 @pytest.fixture(scope="module")
 def traffic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traffic]:
@@ -121,6 +139,7 @@ def traffic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traffic]:
             finally:
                 client.close()
             traffic.rounds += 1
+        traffic.wait_until_published()
         yield traffic
     finally:
         server.stop()
@@ -218,3 +237,31 @@ def test_the_log_holds_neither_the_object_nor_who_sent_it(traffic: Traffic) -> N
         assert not {"object", "oldObject", "patch", "userInfo"} & set(line)
     image = QUARTER["request"]["object"]["spec"]["containers"][0]["image"]
     assert image not in text
+
+
+def test_a_worker_that_exits_keeps_the_admissions_it_counted(tmp_path: Path) -> None:
+    server = WebhookServer(
+        REPO_ROOT / "policies",
+        tmp_path / "certs",
+        tmp_path / "gunicorn.log",
+        {"POLICY_RELOAD_SECONDS": "0"},
+    )
+    server.start()
+    try:
+        client = server.client()  # one kept-alive connection: one worker answers it all
+        for _ in range(EXITING_WORKER_ADMISSIONS):
+            assert client.post_json("/mutate", QUARTER).status == 200
+        worker = client.request("GET", "/readyz").json()["worker"]
+        client.close()
+        # At once, well within the worker's interval of publishing what it counted.
+        os.kill(worker, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while worker in server.worker_pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker not in server.worker_pids()
+        traffic = Traffic(server, 0)
+        labels = Post("mutate", b"", "Pod", "patched", "default").labels()
+        counted = traffic.metrics()["gpu_webhook_admissions_total"].get(labels)
+        assert counted == EXITING_WORKER_ADMISSIONS
+    finally:
+        server.stop()

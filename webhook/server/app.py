@@ -45,6 +45,7 @@ def create_app(
         observers.append(on_demand)
         labels = on_demand
     store = _policy_store(settings, policies, observers)
+    metrics.start_publishing()
     app = Flask("webhook")
     app.extensions["policy_store"] = store
     max_body = settings.max_body_bytes

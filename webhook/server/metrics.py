@@ -5,6 +5,10 @@ into the state directory before it forks, each worker writes its values there, a
 endpoint merges them all, whichever worker answers. Without that variable (an app built in a
 test) the metrics live in a registry of their own.
 
+Admissions are counted in the worker's memory first (admission_tally.py) and added to the
+metrics in a batch: before this worker answers a scrape, every PUBLISH_SECONDS, and when the
+worker exits. A scrape answered by one worker may so miss the last second of another's.
+
 prometheus_client picks its value storage when it is first imported, so nothing in the master
 may import it before PROMETHEUS_MULTIPROC_DIR is set.
 
@@ -17,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,8 @@ from prometheus_client.exposition import choose_encoder
 from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
 from webhook.policy.store import ReloadResult, ReloadStatus, ServedSet
 from webhook.server.admission_log import AdmissionRecord, Endpoint
+from webhook.server.admission_tally import AdmissionTally, Durations
+from webhook.server.periodically import Periodically
 from webhook.server.serving_certificate import CertificateExpiry
 
 log = logging.getLogger("webhook")
@@ -36,6 +41,8 @@ MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 ENDPOINTS: tuple[Endpoint, ...] = ("mutate", "validate")
 # Most answers take well under a millisecond; the apiserver gives up after timeoutSeconds.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+# How often a worker adds the admissions it counted to the metrics every worker reads.
+PUBLISH_SECONDS = 1.0
 # The kinds the webhook judges keep their name as a label; any other kind a client posts is
 # "other", so a caller cannot mint a time series per made-up kind.
 _KINDS = {(group, kind): kind for group, kind in POD_TEMPLATE_LOCATIONS}
@@ -48,6 +55,7 @@ def kind_label(group: str, kind: str) -> str:
 class WebhookMetrics:
     def __init__(self, cert_file: Path | None = None) -> None:
         multiprocess_dir = os.environ.get(MULTIPROCESS_DIR_VARIABLE)
+        self._shared = bool(multiprocess_dir)
         self.registry = CollectorRegistry()
         if multiprocess_dir:
             multiprocess.MultiProcessCollector(self.registry, path=multiprocess_dir)
@@ -100,16 +108,17 @@ class WebhookMetrics:
             buckets=DURATION_BUCKETS,
             registry=own,
         )
-        # Bound once: the histogram's labels never change, and this saves a lookup per answer.
+        # Bound once: the histogram's labels never change.
         self._durations = {
             endpoint: self.admission_duration.labels(endpoint) for endpoint in ENDPOINTS
         }
-        # The admission counter's children by their labels, so that counting one is a dict
-        # lookup rather than prometheus_client's label checks and lock. The labels are few:
-        # endpoints, judged kinds, verdicts and policy names.
-        self._admission_counts: dict[tuple[str, str, str, str], Any] = {}
+        # The admission counter's children by their labels. The labels are few: endpoints,
+        # judged kinds, verdicts and policy names.
+        self._admission_counts: dict[tuple[str, ...], Any] = {}
         for endpoint in ENDPOINTS:
             self._admission_count(endpoint, "", "bad_request", "")
+        self._tally = AdmissionTally(DURATION_BUCKETS)
+        self._publisher: Periodically | None = None
         if cert_file is not None:
             self.registry.register(_ServingCertificateCollector(CertificateExpiry(cert_file)))
 
@@ -123,21 +132,35 @@ class WebhookMetrics:
         if current.source == "directory":
             self.policy_last_success.set(current.loaded_at.timestamp())
 
-    # A fault in counting (a full disk under the metrics files) is logged and never costs the
-    # answer.
-
     def admitted(self, record: AdmissionRecord) -> None:
         kind = kind_label(record.group, record.kind)
-        with _counting_faults_logged():
-            self._admission_count(record.endpoint, kind, record.verdict, record.policy).inc()
-            self._durations[record.endpoint].observe(record.seconds)
+        labels = (record.endpoint, kind, record.verdict, record.policy)
+        self._tally.count(labels, record.endpoint, record.seconds)
 
     def rejected(self, endpoint: Endpoint) -> None:
-        with _counting_faults_logged():
-            self._admission_count(endpoint, "", "bad_request", "").inc()
+        self._tally.count((endpoint, "", "bad_request", ""), None, 0.0)
 
-    def _admission_count(self, endpoint: str, kind: str, verdict: str, policy: str) -> Any:
-        labels = (endpoint, kind, verdict, policy)
+    def start_publishing(self) -> None:
+        """Add counted admissions to the shared metrics every PUBLISH_SECONDS, from a thread
+        of this process, and when it exits. Only where workers share metrics files: otherwise
+        every scrape reads this process's own counts, published as it renders them."""
+        if self._shared and self._publisher is None:
+            self._publisher = Periodically(PUBLISH_SECONDS, self.publish, "metrics-publisher")
+            self._publisher.start()
+
+    def publish(self) -> None:
+        """Add what was counted since the last call to the metrics. A fault (a full disk under
+        the metrics files) is logged and never reaches an answer."""
+        tallied = self._tally.take()
+        try:
+            for labels, times in tallied.counts.items():
+                self._admission_count(*labels).inc(times)
+            for endpoint, durations in tallied.durations.items():
+                _add_observations(self._durations[endpoint], durations)
+        except Exception:
+            log.exception("could not update the admission metrics")
+
+    def _admission_count(self, *labels: str) -> Any:
         child = self._admission_counts.get(labels)
         if child is None:
             child = self._admission_counts[labels] = self.admissions.labels(*labels)
@@ -145,16 +168,19 @@ class WebhookMetrics:
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition in the format `accept` asks for (Prometheus text by default)."""
+        self.publish()
         encode, content_type = choose_encoder(accept or "")
         return encode(self.registry), content_type
 
 
-@contextmanager
-def _counting_faults_logged() -> Iterator[None]:
-    try:
-        yield
-    except Exception:
-        log.exception("could not update the admission metrics")
+def _add_observations(child: Any, durations: Durations) -> None:
+    """What Histogram.observe does once per duration, done once per bucket: prometheus_client
+    has no call that observes many values at once, so this adds to the child's bucket and
+    sum values itself (the test of this module holds it to what observe gives)."""
+    for bucket, times in zip(child._buckets, durations.per_bucket, strict=True):
+        if times:
+            bucket.inc(times)
+    child._sum.inc(durations.total)
 
 
 class _ServingCertificateCollector:

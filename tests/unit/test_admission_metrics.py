@@ -1,0 +1,183 @@
+"""Admissions counted in memory and published in batches give the metrics that counting each
+one at once gives: the same counter values, the same histogram buckets, count and sum."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from webhook.server.admission_log import AdmissionRecord
+from webhook.server.admission_tally import AdmissionTally
+from webhook.server.metrics import DURATION_BUCKETS, MULTIPROCESS_DIR_VARIABLE, WebhookMetrics
+from webhook.server.periodically import Periodically
+
+# On, between and beyond the bucket bounds: Prometheus buckets count values at or below them.
+DURATIONS = (0.0001, 0.0005, 0.0007, 0.001, 0.003, 0.01, 0.2, 1.0, 2.5, 0.0005, 0.0)
+ANSWERS = (
+    ("mutate", "", "Pod", "patched", "default"),
+    ("mutate", "", "Pod", "allowed", ""),
+    ("validate", "apps", "Deployment", "denied", "default"),
+    ("mutate", "", "ConfigMap", "allowed", ""),
+)
+
+
+@pytest.fixture(autouse=True)
+def own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(MULTIPROCESS_DIR_VARIABLE, raising=False)
+
+
+def record(
+    endpoint: str, group: str, kind: str, verdict: str, policy: str, seconds: float
+) -> AdmissionRecord:
+    return AdmissionRecord(
+        endpoint=endpoint,  # type: ignore[arg-type]
+        uid="u",
+        group=group,
+        kind=kind,
+        namespace="ml",
+        name="p",
+        generate_name="",
+        operation="CREATE",
+        dry_run=False,
+        verdict=verdict,  # type: ignore[arg-type]
+        policy=policy,
+        code=200,
+        message="",
+        patch_operations=0,
+        warnings=0,
+        seconds=seconds,
+    )
+
+
+def samples(exposition: str, prefix: str) -> dict[tuple, float]:
+    found = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name.startswith(prefix) and not sample.name.endswith("_created"):
+                found[(sample.name, *sorted(sample.labels.items()))] = sample.value
+    return found
+
+
+def counted_one_at_a_time(answers: list[tuple], rejected: list[str]) -> str:
+    """The exposition of the same metrics, each answer counted with observe and inc."""
+    registry = CollectorRegistry()
+    admissions = Counter(
+        "gpu_webhook_admissions_total",
+        "",
+        ["endpoint", "kind", "verdict", "policy"],
+        registry=registry,
+    )
+    durations = Histogram(
+        "gpu_webhook_admission_duration_seconds",
+        "",
+        ["endpoint"],
+        buckets=DURATION_BUCKETS,
+        registry=registry,
+    )
+    for endpoint, _group, kind, verdict, policy, seconds in answers:
+        kind = kind if kind != "ConfigMap" else "other"
+        admissions.labels(endpoint, kind, verdict, policy).inc()
+        durations.labels(endpoint).observe(seconds)
+    for endpoint in rejected:
+        admissions.labels(endpoint, "", "bad_request", "").inc()
+    return generate_latest(registry).decode()
+
+
+def test_batched_counts_equal_counting_each_admission_at_once() -> None:
+    metrics = WebhookMetrics()
+    answers = [
+        (*ANSWERS[index % len(ANSWERS)], seconds) for index, seconds in enumerate(DURATIONS * 3)
+    ]
+    rejected = ["mutate", "validate", "mutate"]
+    for answer in answers:
+        metrics.admitted(record(*answer))
+    for endpoint in rejected:
+        metrics.rejected(endpoint)  # type: ignore[arg-type]
+    body, _ = metrics.render(None)
+    expected = counted_one_at_a_time(answers, rejected)
+    for prefix in ("gpu_webhook_admissions_total", "gpu_webhook_admission_duration_seconds"):
+        found, wanted = samples(body.decode(), prefix), samples(expected, prefix)
+        # The webhook names every endpoint's bad_request series up front, at 0.
+        assert {key: value for key, value in found.items() if value} == {
+            key: value for key, value in wanted.items() if value
+        }
+        assert wanted, prefix
+
+
+def test_a_scrape_publishes_what_was_counted_before_it() -> None:
+    metrics = WebhookMetrics()
+    metrics.admitted(record(*ANSWERS[0], 0.002))
+    first = samples(metrics.render(None)[0].decode(), "gpu_webhook_admission_duration_seconds")
+    metrics.admitted(record(*ANSWERS[0], 0.002))
+    second = samples(metrics.render(None)[0].decode(), "gpu_webhook_admission_duration_seconds")
+    count = ("gpu_webhook_admission_duration_seconds_count", ("endpoint", "mutate"))
+    assert (first[count], second[count]) == (1, 2)
+
+
+def test_counts_from_many_threads_are_all_kept() -> None:
+    # Threads switch as often as they can, so that an unguarded read-modify-write loses counts.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    tally = AdmissionTally(DURATION_BUCKETS)
+    per_thread, threads = 5000, 8
+
+    def count() -> None:
+        for _ in range(per_thread):
+            tally.count(("mutate", "Pod", "allowed", ""), "mutate", 0.001)
+
+    try:
+        workers = [threading.Thread(target=count) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        sys.setswitchinterval(interval)
+    tallied = tally.take()
+    assert tallied.counts == {("mutate", "Pod", "allowed", ""): per_thread * threads}
+    assert sum(tallied.durations["mutate"].per_bucket) == per_thread * threads
+    assert tally.take().counts == {}
+
+
+def test_periodically_acts_every_interval_and_once_more_when_stopped() -> None:
+    actions: list[float] = []
+    periodic = Periodically(0.05, lambda: actions.append(time.monotonic()), "test-periodic")
+    periodic.start()
+    deadline = time.monotonic() + 5
+    while len(actions) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(actions) >= 2
+    periodic.stop()
+    stopped_with = len(actions)
+    time.sleep(0.15)
+    assert len(actions) == stopped_with
+    periodic.stop()  # a second stop does nothing
+    assert len(actions) == stopped_with
+
+
+def test_a_failing_action_is_logged_once_and_keeps_being_tried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tries: list[int] = []
+
+    def fail() -> None:
+        tries.append(1)
+        raise OSError("No space left on device")
+
+    periodic = Periodically(0.02, fail, "test-failing")
+    with caplog.at_level(logging.ERROR, logger="webhook"):
+        periodic.start()
+        deadline = time.monotonic() + 5
+        while len(tries) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        periodic.stop()
+    assert len(tries) >= 3
+    faults = [r for r in caplog.records if r.getMessage() == "test-failing failed"]
+    assert len(faults) == 1 and faults[0].exc_info is not None
