@@ -13,10 +13,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from webhook.periodically import Periodically
 from webhook.server.admission_log import AdmissionRecord
 from webhook.server.admission_tally import AdmissionTally
 from webhook.server.metrics import DURATION_BUCKETS, MULTIPROCESS_DIR_VARIABLE, WebhookMetrics
-from webhook.server.periodically import Periodically
 
 # On, between and beyond the bucket bounds: Prometheus buckets count values at or below them.
 DURATIONS = (0.0001, 0.0005, 0.0007, 0.001, 0.003, 0.01, 0.2, 1.0, 2.5, 0.0005, 0.0)
@@ -148,7 +148,9 @@ def test_counts_from_many_threads_are_all_kept() -> None:
 
 def test_periodically_acts_every_interval_and_once_more_when_stopped() -> None:
     actions: list[float] = []
-    periodic = Periodically(0.05, lambda: actions.append(time.monotonic()), "test-periodic")
+    periodic = Periodically(
+        0.05, lambda: actions.append(time.monotonic()), "acting", thread_name="t", last_act=True
+    )
     periodic.start()
     deadline = time.monotonic() + 5
     while len(actions) < 2 and time.monotonic() < deadline:
@@ -171,7 +173,7 @@ def test_a_failing_action_is_logged_once_and_keeps_being_tried(
         tries.append(1)
         raise OSError("No space left on device")
 
-    periodic = Periodically(0.02, fail, "test-failing")
+    periodic = Periodically(0.02, fail, "test-failing", thread_name="t", last_act=False)
     with caplog.at_level(logging.ERROR, logger="webhook"):
         periodic.start()
         deadline = time.monotonic() + 5

@@ -7,16 +7,13 @@ names never reports), and ConfigMap updates take tens of seconds to reach a pod 
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook.periodically import Periodically
 from webhook.policy.loader import POLICY_FILE_SUFFIXES
-
-log = logging.getLogger("webhook")
 
 CONFIGMAP_DATA_LINK = "..data"
 
@@ -81,9 +78,7 @@ class DirectoryWatcher:
         self.interval_seconds = interval_seconds
         self._on_change = on_change
         self._seen: Fingerprint | None = None
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._last_error = ""
+        self._periodic: Periodically | None = None
 
     def poll(self) -> bool:
         """One look at the directory; True when it had changed. Exceptions propagate."""
@@ -95,24 +90,15 @@ class DirectoryWatcher:
         return True
 
     def start(self) -> None:
-        # A daemon thread: a worker exits without waiting for it.
-        self._thread = threading.Thread(target=self._run, name="policy-watcher", daemon=True)
-        self._thread.start()
+        self._periodic = Periodically(
+            self.interval_seconds,
+            self.poll,
+            f"watching the policy directory {self.directory}",
+            thread_name="policy-watcher",
+            last_act=False,
+        )
+        self._periodic.start()
 
     def stop(self, timeout: float | None = None) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self.interval_seconds):
-            try:
-                self.poll()
-            except Exception as error:
-                # Keep watching; log a fault that repeats on every poll only once.
-                text = f"{type(error).__name__}: {error}"
-                if text != self._last_error:
-                    log.exception("watching the policy directory %s failed", self.directory)
-                    self._last_error = text
-            else:
-                self._last_error = ""
+        if self._periodic is not None:
+            self._periodic.stop(timeout)

@@ -29,10 +29,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
 from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
+from webhook.periodically import Periodically
 from webhook.policy.store import ReloadResult, ReloadStatus, ServedSet
 from webhook.server.admission_log import AdmissionRecord, Endpoint
 from webhook.server.admission_tally import AdmissionTally, Durations
-from webhook.server.periodically import Periodically
 from webhook.server.serving_certificate import CertificateExpiry
 
 log = logging.getLogger("webhook")
@@ -145,7 +145,13 @@ class WebhookMetrics:
         of this process, and when it exits. Only where workers share metrics files: otherwise
         every scrape reads this process's own counts, published as it renders them."""
         if self._shared and self._publisher is None:
-            self._publisher = Periodically(PUBLISH_SECONDS, self.publish, "metrics-publisher")
+            self._publisher = Periodically(
+                PUBLISH_SECONDS,
+                self.publish,
+                "publishing the admission metrics",
+                thread_name="metrics-publisher",
+                last_act=True,
+            )
             self._publisher.start()
 
     def publish(self) -> None:
