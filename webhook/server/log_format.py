@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -66,6 +65,12 @@ class LineValues(NamedTuple):
         )
 
 
+# The keys of a JSON line before its fields; a field of the same name replaces its value.
+_HEAD_KEYS = frozenset(("time", "level", "logger", "pid", "message"))
+# Lines of the same level, logger, process and message share their encoded head.
+_HEADS_LIMIT = 64
+
+
 class JsonFormatter(logging.Formatter):
     # default=str: a field of an unexpected type must not cost the line.
     _encoder = json.JSONEncoder(separators=(",", ":"), default=str)
@@ -78,9 +83,27 @@ class JsonFormatter(logging.Formatter):
             line["stack"] = self.formatStack(record.stack_info)
         return self._encoder.encode(line)
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._heads: dict[tuple[str, str, int | None, str], str] = {}
+
     def render(self, values: LineValues) -> str:
         """The line `format` writes for a record of these values, with no exception."""
-        return self._encoder.encode(self._line_object(values))
+        fields = values.fields
+        if not fields or not _HEAD_KEYS.isdisjoint(fields):
+            return self._encoder.encode(self._line_object(values))
+        # A line is written per admission, and all but its time and fields repeat: the rest
+        # is encoded once and the line put together from the three.
+        created, level, logger, pid, message, _ = values
+        head_values = (level, logger, pid, message)
+        head = self._heads.get(head_values)
+        if head is None:
+            if len(self._heads) >= _HEADS_LIMIT:
+                self._heads.clear()
+            line = self._line_object(values._replace(created=0.0, fields={}))
+            del line["time"]
+            head = self._heads[head_values] = self._encoder.encode(line)[1:-1]
+        return f'{{"time":"{rfc3339(created)}",{head},{self._encoder.encode(fields)[1:]}'
 
     @staticmethod
     def _line_object(values: LineValues) -> dict[str, Any]:
@@ -126,7 +149,9 @@ def _with_pairs(text: str, fields: Mapping[str, Any]) -> str:
     parts = [text]
     for key, value in fields.items():
         if isinstance(value, str):
-            if not value or _NEEDS_QUOTES.search(value) is not None:
+            # Quoted when it is empty or holds a space, a quote, an equals sign or any other
+            # character that does not print (every other whitespace is one).
+            if not value.isprintable() or not value or " " in value or '"' in value or "=" in value:
                 value = json.dumps(value)
         elif value is None:
             value = "null"
@@ -136,10 +161,6 @@ def _with_pairs(text: str, fields: Mapping[str, Any]) -> str:
             value = str(value)
         parts.append(f"{key}={value}")
     return " ".join(parts)
-
-
-# A value with any of these is quoted, so that key=value pairs split back apart.
-_NEEDS_QUOTES = re.compile(r'[\s"=]')
 
 
 LineFormatter = JsonFormatter | TextFormatter
