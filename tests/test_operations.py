@@ -65,9 +65,11 @@ POSTS = [
 ]
 ADMISSIONS_PER_ROUND = sum(post.is_admission for post in POSTS)
 MIN_ROUNDS, MAX_ROUNDS = 4, 60
-# Workers publish their counts every second (metrics.PUBLISH_SECONDS); a few times that.
+# Workers publish their counts and write their admission lines every second
+# (metrics.PUBLISH_SECONDS, LOG_FLUSH_SECONDS); a few times that.
 PUBLISH_WAIT_SECONDS = 5
 EXITING_WORKER_ADMISSIONS = 20
+HELD_LINES = 10
 
 
 @dataclass
@@ -99,6 +101,15 @@ class Traffic:
                 labels = tuple(sorted(sample.labels.items()))
                 samples.setdefault(sample.name, {})[labels] = sample.value
         return samples
+
+    def wait_for_admission_lines(self) -> None:
+        """Each worker writes its admission lines within a second (LOG_FLUSH_SECONDS)."""
+        deadline = time.monotonic() + PUBLISH_WAIT_SECONDS
+        while (
+            len(self.admission_lines()) < ADMISSIONS_PER_ROUND * self.rounds
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
 
     def wait_until_published(self) -> None:
         """Each worker adds what it counted to the shared metrics within a second; a scrape
@@ -139,6 +150,7 @@ def traffic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traffic]:
             finally:
                 client.close()
             traffic.rounds += 1
+            traffic.wait_for_admission_lines()
         traffic.wait_until_published()
         yield traffic
     finally:
@@ -265,3 +277,23 @@ def test_a_worker_that_exits_keeps_the_admissions_it_counted(tmp_path: Path) -> 
         assert counted == EXITING_WORKER_ADMISSIONS
     finally:
         server.stop()
+
+
+def test_a_stopping_server_writes_the_admission_lines_it_held(tmp_path: Path) -> None:
+    server = WebhookServer(
+        REPO_ROOT / "policies",
+        tmp_path / "certs",
+        tmp_path / "gunicorn.log",
+        {"POLICY_RELOAD_SECONDS": "0", "LOG_FLUSH_SECONDS": "60"},
+    )
+    server.start()
+    try:
+        client = server.client()
+        for _ in range(HELD_LINES):
+            assert client.post_json("/mutate", QUARTER).status == 200
+        client.close()
+        traffic = Traffic(server, 0)
+        assert traffic.admission_lines() == []  # held: a minute, and far below the size limit
+    finally:
+        server.stop()
+    assert len(traffic.admission_lines()) == HELD_LINES

@@ -118,3 +118,12 @@ def test_a_text_value_reads_back_as_one_token(value: object) -> None:
         assert written == value and value and not any(c.isspace() or c in '"=' for c in value)
     else:
         assert json.loads(written) == value
+
+
+def test_log_flush_seconds_is_read_and_checked() -> None:
+    assert Settings.from_environ({}).log_flush_seconds == 1.0
+    assert Settings.from_environ({"LOG_FLUSH_SECONDS": "0"}).log_flush_seconds == 0
+    assert Settings.from_environ({"LOG_FLUSH_SECONDS": "0.25"}).log_flush_seconds == 0.25
+    for text in ("-1", "soon", "inf"):
+        with pytest.raises(SettingsError, match="LOG_FLUSH_SECONDS"):
+            Settings.from_environ({"LOG_FLUSH_SECONDS": text})

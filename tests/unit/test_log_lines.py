@@ -8,6 +8,7 @@ import json
 import logging
 import logging.handlers
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, LineValues, TextFormatter
-from webhook.server.log_lines import LineWriter
+from webhook.server.log_lines import HELD_CHARACTERS_LIMIT, LineWriter
 
 FIELDS = {"uid": "u-1", "dryRun": False, "policy": "", "denial": 'Pod "p": no', "durationMs": 0.25}
 field_values = st.one_of(
@@ -175,3 +176,96 @@ def test_unrouted_lines_are_records(logger: logging.Logger) -> None:
     logger.handlers = [other]
     LineWriter(logger).info("admission", FIELDS)
     assert [record.getMessage() for record in other.records] == ["admission"]
+
+
+# --- held lines --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def holding(logger: logging.Logger) -> Iterator[tuple[LineWriter, io.StringIO]]:
+    """A writer holding its lines for a minute: only what the test does writes them."""
+    handler, stream = stream_handler(TextFormatter())
+    logger.handlers = [handler]
+    writer = LineWriter(logger)
+    writer.route(logger.handlers)
+    writer.hold(60)
+    yield writer, stream
+    writer.stop_holding()
+
+
+def uids(stream: io.StringIO) -> list[str]:
+    return [line.split("uid=")[1].split()[0] for line in stream.getvalue().splitlines()]
+
+
+def test_held_lines_are_written_together_when_asked(
+    holding: tuple[LineWriter, io.StringIO],
+) -> None:
+    writer, stream = holding
+    writer.info("admission", FIELDS)
+    writer.info("admission", {**FIELDS, "uid": "u-2"})
+    assert stream.getvalue() == ""
+    writer.write_held()
+    assert uids(stream) == ["u-1", "u-2"]
+
+
+def test_held_lines_are_written_before_a_record_of_the_same_handler(
+    logger: logging.Logger, holding: tuple[LineWriter, io.StringIO]
+) -> None:
+    writer, stream = holding
+    writer.info("admission", FIELDS)
+    logger.warning("the policies do not load")
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert "uid=u-1" in lines[0] and "[WARNING] the policies do not load" in lines[1]
+
+
+def test_held_lines_are_written_once_they_reach_the_limit(
+    holding: tuple[LineWriter, io.StringIO],
+) -> None:
+    writer, stream = holding
+    written = 0
+    while stream.getvalue() == "":
+        writer.info("admission", {**FIELDS, "uid": f"u-{written}"})
+        written += 1
+    text = stream.getvalue()
+    last_line = text.splitlines(keepends=True)[-1]
+    assert len(text) - len(last_line) < HELD_CHARACTERS_LIMIT <= len(text)
+    assert uids(stream) == [f"u-{index}" for index in range(written)]
+
+
+def test_when_holding_stops_held_lines_and_later_ones_are_written(
+    holding: tuple[LineWriter, io.StringIO],
+) -> None:
+    writer, stream = holding
+    writer.info("admission", FIELDS)
+    writer.stop_holding()
+    assert uids(stream) == ["u-1"]
+    writer.info("admission", {**FIELDS, "uid": "u-2"})
+    assert uids(stream) == ["u-1", "u-2"]
+
+
+def test_held_lines_are_written_within_the_interval(logger: logging.Logger) -> None:
+    handler, stream = stream_handler(TextFormatter())
+    logger.handlers = [handler]
+    writer = LineWriter(logger)
+    writer.route(logger.handlers)
+    writer.hold(0.05)
+    try:
+        writer.info("admission", FIELDS)
+        deadline = time.monotonic() + 5
+        while stream.getvalue() == "" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert uids(stream) == ["u-1"]
+    finally:
+        writer.stop_holding()
+
+
+def test_holding_for_no_time_holds_nothing(logger: logging.Logger) -> None:
+    handler, stream = stream_handler(TextFormatter())
+    logger.handlers = [handler]
+    writer = LineWriter(logger)
+    writer.route(logger.handlers)
+    writer.hold(0)
+    writer.info("admission", FIELDS)
+    assert uids(stream) == ["u-1"]
+    assert handler.filters == []

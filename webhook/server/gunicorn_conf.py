@@ -11,7 +11,9 @@ master never starts a thread, since threads do not survive a fork.
 
 Every log line, gunicorn's and the service's, is written as LOG_FORMAT says (log_format.py):
 a JSON object per line by default. There is no access log: the service writes one line per
-admission itself, with what the apiserver asked and what it was answered.
+admission itself, with what the apiserver asked and what it was answered. Each worker holds
+those lines for up to LOG_FLUSH_SECONDS and writes them together (log_lines.py), and writes
+what it holds before it exits.
 
 Each worker builds its TLS context once, and again only when the certificate files change
 (tls_context.py): gunicorn's own hook builds one, CA store included, for every connection. The
@@ -129,6 +131,14 @@ def ssl_context(
 
 def pre_fork(server: Any, worker: Any) -> None:
     _connection_table.seat(worker, server.WORKERS.values())
+
+
+def post_worker_init(worker: Any) -> None:
+    admission_lines.hold(_settings.log_flush_seconds)
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    admission_lines.stop_holding()
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -6,6 +6,12 @@ as judging a pod. Where every handler is a plain stream handler (gunicorn's stde
 file) with one of the service's layouts and no filter, the line is rendered from its values and
 written under the handler's own lock, as the handler itself would write it. With any other
 handler (syslog, one from a logging config) each line is a LogRecord, as usual.
+
+A worker may also hold its lines for a moment and write them together (`hold`), as klog and
+Envoy do with theirs: a write per line lets the worker's other threads take the interpreter
+in the middle of every request. Held lines are written every `seconds`, when they reach
+HELD_CHARACTERS_LIMIT, before any record the same handlers write (so the log keeps its order),
+and when holding stops.
 """
 
 from __future__ import annotations
@@ -16,35 +22,81 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from webhook.periodically import Periodically
 from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, LineValues, TextFormatter
 
 _PLAIN_STREAM_HANDLERS = (logging.StreamHandler, logging.FileHandler)
+# About 250 admission lines: a write every few hundred admissions at most, and a bound on
+# what a worker killed outright loses.
+HELD_CHARACTERS_LIMIT = 64 * 1024
 
 
 class _Stream:
     def __init__(self, handler: logging.StreamHandler[Any], layout: JsonFormatter | TextFormatter):
         self.handler = handler
         self.layout = layout
+        # Changed and read under the handler's lock, so that no line is held after the last
+        # write of what is held.
+        self.holding = False
+        self._held: list[str] = []
+        self._held_characters = 0
 
     def write(self, created: float, level: int, logger: str, message: str, fields: Any) -> None:
         handler = self.handler
         if level < handler.level:
             return
-        levelname = logging.getLevelName(level)
-        values = LineValues(created, levelname, logger, os.getpid(), message, fields)
-        line = self.layout.render(values)
+        values = LineValues(
+            created, logging.getLevelName(level), logger, os.getpid(), message, fields
+        )
+        text = self.layout.render(values) + handler.terminator
         with handler.lock:  # type: ignore[union-attr]
-            try:
-                stream = handler.stream
-                if stream is None and isinstance(handler, logging.FileHandler):
-                    # Closed, as FileHandler.emit finds it after a close: it opens it again.
-                    stream = handler.stream = handler._open()
-                stream.write(line + handler.terminator)
-                stream.flush()
-            except RecursionError:
-                raise
-            except Exception:
-                handler.handleError(logging.makeLogRecord({"msg": line, "levelno": level}))
+            if self.holding:
+                self._held.append(text)
+                self._held_characters += len(text)
+                if self._held_characters < HELD_CHARACTERS_LIMIT:
+                    return
+                text = self._take_held()
+            self._write_locked(text)
+
+    def write_held(self, *, holding: bool | None = None) -> None:
+        """Write what is held; with `holding`, start or stop holding as well."""
+        with self.handler.lock:  # type: ignore[union-attr]
+            if holding is not None:
+                self.holding = holding
+            if self._held:
+                self._write_locked(self._take_held())
+
+    def _take_held(self) -> str:
+        text = "".join(self._held)
+        self._held.clear()
+        self._held_characters = 0
+        return text
+
+    def _write_locked(self, text: str) -> None:
+        handler = self.handler
+        try:
+            stream = handler.stream
+            if stream is None and isinstance(handler, logging.FileHandler):
+                # Closed, as FileHandler.emit finds it after a close: it opens it again.
+                stream = handler.stream = handler._open()
+            stream.write(text)
+            stream.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            handler.handleError(logging.makeLogRecord({"msg": text, "levelno": logging.INFO}))
+
+
+class _HeldLinesFirst(logging.Filter):
+    """On a routed handler while lines are held: writes them before the handler's next record."""
+
+    def __init__(self, writer: LineWriter) -> None:
+        super().__init__()
+        self.writer = writer
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.writer.write_held()
+        return True
 
 
 class LineWriter:
@@ -53,16 +105,18 @@ class LineWriter:
     def __init__(self, logger: logging.Logger) -> None:
         self._logger = logger
         self._streams: tuple[_Stream, ...] | None = None
+        self._writer: Periodically | None = None
 
     def route(self, handlers: Sequence[logging.Handler]) -> None:
         """Write straight to these handlers' streams when all of them allow it."""
+        self.stop_holding()
         streams = []
         for handler in handlers:
             layout = handler.formatter
             plain = (
                 type(handler) in _PLAIN_STREAM_HANDLERS
                 and isinstance(layout, JsonFormatter | TextFormatter)
-                and not handler.filters
+                and all(isinstance(found, _HeldLinesFirst) for found in handler.filters)
                 and getattr(handler, "stream", None) is not None
             )
             if not plain:
@@ -70,6 +124,40 @@ class LineWriter:
                 return
             streams.append(_Stream(handler, layout))  # type: ignore[arg-type]
         self._streams = tuple(streams) or None
+
+    def hold(self, seconds: float) -> None:
+        """From now on, in this process, hold routed lines and write them every `seconds`.
+        Call it in the process that writes them (a gunicorn worker): threads do not survive
+        a fork. Nothing is held where lines are records, or when `seconds` is 0."""
+        if seconds <= 0 or self._streams is None or self._writer is not None:
+            return
+        for stream in self._streams:
+            stream.handler.addFilter(_HeldLinesFirst(self))
+            stream.write_held(holding=True)
+        self._writer = Periodically(
+            seconds,
+            self.write_held,
+            "writing held log lines",
+            thread_name="log-writer",
+            last_act=True,
+        )
+        self._writer.start()
+
+    def stop_holding(self) -> None:
+        """Write what is held; later lines are written at once."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        writer.stop()
+        for stream in self._streams or ():
+            stream.write_held(holding=False)
+            for found in list(stream.handler.filters):
+                if isinstance(found, _HeldLinesFirst):
+                    stream.handler.removeFilter(found)
+
+    def write_held(self) -> None:
+        for stream in self._streams or ():
+            stream.write_held()
 
     def info(self, message: str, fields: Mapping[str, Any]) -> None:
         logger = self._logger

@@ -32,6 +32,8 @@ class Settings:
     log_level: str = "info"
     # json: one JSON object per line, for a log pipeline; text: gunicorn's layout, for a terminal.
     log_format: str = "json"
+    # How long a worker may hold its admission lines to write them together; 0: each at once.
+    log_flush_seconds: float = 1.0
     max_body_bytes: int = MAX_BODY_BYTES
     # How often each worker looks for a changed policy directory; 0 turns live reload off.
     policy_reload_seconds: float = 2.0
@@ -57,6 +59,7 @@ class Settings:
             threads=_positive_int(env, "THREADS", defaults.threads),
             log_level=_choice(env, "LOG_LEVEL", defaults.log_level, LOG_LEVELS),
             log_format=_choice(env, "LOG_FORMAT", defaults.log_format, LOG_FORMATS),
+            log_flush_seconds=_seconds(env, "LOG_FLUSH_SECONDS", defaults.log_flush_seconds),
             policy_reload_seconds=_seconds(
                 env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds
             ),
