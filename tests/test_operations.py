@@ -123,17 +123,21 @@ class Traffic:
             time.sleep(0.1)
 
 
+def shipped_policies_server(root: Path, environment: dict[str, str] | None = None) -> WebhookServer:
+    """A server of the shipped policies, without live reload, its files under `root`."""
+    return WebhookServer(
+        REPO_ROOT / "policies",
+        root / "certs",
+        root / "gunicorn.log",
+        {"POLICY_RELOAD_SECONDS": "0", **(environment or {})},
+    )
+
+
 @pytest.fixture(scope="module")
 def traffic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traffic]:
     """The posts above, a round at a time, each round on a fresh connection so that either
     worker may take it, until both workers have answered some."""
-    root = tmp_path_factory.mktemp("operations")
-    server = WebhookServer(
-        REPO_ROOT / "policies",
-        root / "certs",
-        root / "gunicorn.log",
-        {"LOG_FORMAT": "json", "POLICY_RELOAD_SECONDS": "0"},
-    )
+    server = shipped_policies_server(tmp_path_factory.mktemp("operations"), {"LOG_FORMAT": "json"})
     server.start()
     try:
         traffic = Traffic(server, 0)
@@ -252,12 +256,7 @@ def test_the_log_holds_neither_the_object_nor_who_sent_it(traffic: Traffic) -> N
 
 
 def test_a_worker_that_exits_keeps_the_admissions_it_counted(tmp_path: Path) -> None:
-    server = WebhookServer(
-        REPO_ROOT / "policies",
-        tmp_path / "certs",
-        tmp_path / "gunicorn.log",
-        {"POLICY_RELOAD_SECONDS": "0"},
-    )
+    server = shipped_policies_server(tmp_path)
     server.start()
     try:
         client = server.client()  # one kept-alive connection: one worker answers it all
@@ -280,12 +279,7 @@ def test_a_worker_that_exits_keeps_the_admissions_it_counted(tmp_path: Path) -> 
 
 
 def test_a_stopping_server_writes_the_admission_lines_it_held(tmp_path: Path) -> None:
-    server = WebhookServer(
-        REPO_ROOT / "policies",
-        tmp_path / "certs",
-        tmp_path / "gunicorn.log",
-        {"POLICY_RELOAD_SECONDS": "0", "LOG_FLUSH_SECONDS": "60"},
-    )
+    server = shipped_policies_server(tmp_path, {"LOG_FLUSH_SECONDS": "60"})
     server.start()
     try:
         client = server.client()

@@ -181,13 +181,21 @@ def test_unrouted_lines_are_records(logger: logging.Logger) -> None:
 # --- held lines --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def holding(logger: logging.Logger) -> Iterator[tuple[LineWriter, io.StringIO]]:
-    """A writer holding its lines for a minute: only what the test does writes them."""
+def routed_text_writer(
+    logger: logging.Logger,
+) -> tuple[LineWriter, logging.StreamHandler[io.StringIO], io.StringIO]:
+    """A writer routed to the logger's one stream handler, in the text layout."""
     handler, stream = stream_handler(TextFormatter())
     logger.handlers = [handler]
     writer = LineWriter(logger)
     writer.route(logger.handlers)
+    return writer, handler, stream
+
+
+@pytest.fixture
+def holding(logger: logging.Logger) -> Iterator[tuple[LineWriter, io.StringIO]]:
+    """A writer holding its lines for a minute: only what the test does writes them."""
+    writer, _, stream = routed_text_writer(logger)
     writer.hold(60)
     yield writer, stream
     writer.stop_holding()
@@ -245,10 +253,7 @@ def test_when_holding_stops_held_lines_and_later_ones_are_written(
 
 
 def test_held_lines_are_written_within_the_interval(logger: logging.Logger) -> None:
-    handler, stream = stream_handler(TextFormatter())
-    logger.handlers = [handler]
-    writer = LineWriter(logger)
-    writer.route(logger.handlers)
+    writer, _, stream = routed_text_writer(logger)
     writer.hold(0.05)
     try:
         writer.info("admission", FIELDS)
@@ -261,10 +266,7 @@ def test_held_lines_are_written_within_the_interval(logger: logging.Logger) -> N
 
 
 def test_holding_for_no_time_holds_nothing(logger: logging.Logger) -> None:
-    handler, stream = stream_handler(TextFormatter())
-    logger.handlers = [handler]
-    writer = LineWriter(logger)
-    writer.route(logger.handlers)
+    writer, handler, stream = routed_text_writer(logger)
     writer.hold(0)
     writer.info("admission", FIELDS)
     assert uids(stream) == ["u-1"]
