@@ -146,22 +146,33 @@ def test_counts_from_many_threads_are_all_kept() -> None:
     assert tally.take().counts == {}
 
 
-def test_periodically_acts_every_interval_and_once_more_when_stopped() -> None:
+def test_periodically_acts_every_interval() -> None:
     actions: list[float] = []
     periodic = Periodically(
-        0.05, lambda: actions.append(time.monotonic()), "acting", thread_name="t", last_act=True
+        0.05, lambda: actions.append(time.monotonic()), "acting", thread_name="t", last_act=False
     )
     periodic.start()
     deadline = time.monotonic() + 5
-    while len(actions) < 2 and time.monotonic() < deadline:
+    while len(actions) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert len(actions) >= 2
     periodic.stop()
     stopped_with = len(actions)
+    assert stopped_with >= 3
     time.sleep(0.15)
     assert len(actions) == stopped_with
-    periodic.stop()  # a second stop does nothing
-    assert len(actions) == stopped_with
+
+
+@pytest.mark.parametrize(("last_act", "acts"), [(True, 1), (False, 0)])
+def test_stopping_acts_a_last_time_when_asked_to_and_only_once(last_act: bool, acts: int) -> None:
+    actions: list[int] = []
+    # An interval no test waits for: every act here comes from stop.
+    periodic = Periodically(
+        3600, lambda: actions.append(1), "acting", thread_name="t", last_act=last_act
+    )
+    periodic.start()
+    periodic.stop()
+    periodic.stop()
+    assert len(actions) == acts
 
 
 def test_a_failing_action_is_logged_once_and_keeps_being_tried(

@@ -124,6 +124,6 @@ def test_log_flush_seconds_is_read_and_checked() -> None:
     assert Settings.from_environ({}).log_flush_seconds == 1.0
     assert Settings.from_environ({"LOG_FLUSH_SECONDS": "0"}).log_flush_seconds == 0
     assert Settings.from_environ({"LOG_FLUSH_SECONDS": "0.25"}).log_flush_seconds == 0.25
-    for text in ("-1", "soon", "inf"):
+    for text in ("-1", "soon", "inf", "1e-9"):
         with pytest.raises(SettingsError, match="LOG_FLUSH_SECONDS"):
             Settings.from_environ({"LOG_FLUSH_SECONDS": text})

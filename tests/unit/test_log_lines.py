@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, LineValues, TextFormatter
-from webhook.server.log_lines import HELD_CHARACTERS_LIMIT, LineWriter
+from webhook.server.log_lines import HELD_CHARACTERS_LIMIT, PIPE_BUF, LineWriter
 
 FIELDS = {"uid": "u-1", "dryRun": False, "policy": "", "denial": 'Pod "p": no', "durationMs": 0.25}
 field_values = st.one_of(
@@ -271,3 +271,33 @@ def test_holding_for_no_time_holds_nothing(logger: logging.Logger) -> None:
     writer.info("admission", FIELDS)
     assert uids(stream) == ["u-1"]
     assert handler.filters == []
+
+
+class RecordingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return super().write(text)
+
+
+def test_held_lines_go_out_in_whole_lines_each_write_small_enough_for_a_pipe(
+    logger: logging.Logger,
+) -> None:
+    stream = RecordingStream()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(TextFormatter())
+    logger.handlers = [handler]
+    writer = LineWriter(logger)
+    writer.route(logger.handlers)
+    writer.hold(60)
+    made = 200
+    for index in range(made):
+        writer.info("admission", {**FIELDS, "uid": f"u-{index}", "name": "träger-ß"})
+    writer.stop_holding()
+    assert 1 < len(stream.writes) < made / 10
+    for text in stream.writes:
+        assert text.endswith("\n") and len(text.encode()) <= PIPE_BUF
+    assert uids(stream) == [f"u-{index}" for index in range(made)]

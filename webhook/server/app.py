@@ -48,6 +48,7 @@ def create_app(
     metrics.start_publishing()
     app = Flask("webhook")
     app.extensions["policy_store"] = store
+    app.extensions["metrics"] = metrics
     max_body = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
 

@@ -139,6 +139,12 @@ def post_worker_init(worker: Any) -> None:
 
 def worker_exit(server: Any, worker: Any) -> None:
     admission_lines.stop_holding()
+    # Now rather than only at exit: a request thread still running keeps the interpreter from
+    # exiting, and a worker past its timeout is killed a second after it is told to stop.
+    extensions = getattr(getattr(worker, "wsgi", None), "extensions", {})
+    metrics = extensions.get("metrics")
+    if metrics is not None:
+        metrics.publish()
 
 
 def child_exit(server: Any, worker: Any) -> None:

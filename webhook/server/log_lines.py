@@ -11,13 +11,14 @@ A worker may also hold its lines for a moment and write them together (`hold`), 
 Envoy do with theirs: a write per line lets the worker's other threads take the interpreter
 in the middle of every request. Held lines are written every `seconds`, when they reach
 HELD_CHARACTERS_LIMIT, before any record the same handlers write (so the log keeps its order),
-and when holding stops.
+and when holding stops; in writes of whole lines, each at most PIPE_BUF bytes.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,9 +27,11 @@ from webhook.periodically import Periodically
 from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, LineValues, TextFormatter
 
 _PLAIN_STREAM_HANDLERS = (logging.StreamHandler, logging.FileHandler)
-# About 250 admission lines: a write every few hundred admissions at most, and a bound on
-# what a worker killed outright loses.
+# About 250 admission lines: a bound on the memory held and on what a worker killed
+# outright loses.
 HELD_CHARACTERS_LIMIT = 64 * 1024
+# What one write to a pipe keeps whole when several processes write to it (POSIX: 512 at least).
+PIPE_BUF = getattr(select, "PIPE_BUF", 512)
 
 
 class _Stream:
@@ -53,9 +56,9 @@ class _Stream:
             if self.holding:
                 self._held.append(text)
                 self._held_characters += len(text)
-                if self._held_characters < HELD_CHARACTERS_LIMIT:
-                    return
-                text = self._take_held()
+                if self._held_characters >= HELD_CHARACTERS_LIMIT:
+                    self._write_held_locked()
+                return
             self._write_locked(text)
 
     def write_held(self, *, holding: bool | None = None) -> None:
@@ -63,14 +66,24 @@ class _Stream:
         with self.handler.lock:  # type: ignore[union-attr]
             if holding is not None:
                 self.holding = holding
-            if self._held:
-                self._write_locked(self._take_held())
+            self._write_held_locked()
 
-    def _take_held(self) -> str:
-        text = "".join(self._held)
+    def _write_held_locked(self) -> None:
+        # In pieces of whole lines no larger than PIPE_BUF bytes: the workers and the master
+        # share one stderr, in a container a pipe, which keeps only writes that small whole.
+        piece: list[str] = []
+        piece_bytes = 0
+        for line in self._held:
+            size = len(line) if line.isascii() else len(line.encode())
+            if piece and piece_bytes + size > PIPE_BUF:
+                self._write_locked("".join(piece))
+                piece, piece_bytes = [], 0
+            piece.append(line)
+            piece_bytes += size
+        if piece:
+            self._write_locked("".join(piece))
         self._held.clear()
         self._held_characters = 0
-        return text
 
     def _write_locked(self, text: str) -> None:
         handler = self.handler

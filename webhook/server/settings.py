@@ -59,7 +59,9 @@ class Settings:
             threads=_positive_int(env, "THREADS", defaults.threads),
             log_level=_choice(env, "LOG_LEVEL", defaults.log_level, LOG_LEVELS),
             log_format=_choice(env, "LOG_FORMAT", defaults.log_format, LOG_FORMATS),
-            log_flush_seconds=_seconds(env, "LOG_FLUSH_SECONDS", defaults.log_flush_seconds),
+            log_flush_seconds=_seconds(
+                env, "LOG_FLUSH_SECONDS", defaults.log_flush_seconds, shortest=0.01
+            ),
             policy_reload_seconds=_seconds(
                 env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds
             ),
@@ -86,7 +88,8 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+def _seconds(env: Mapping[str, str], name: str, default: float, shortest: float = 0.0) -> float:
+    """A number of seconds; 0 means off, and any other value must be at least `shortest`."""
     text = env.get(name)
     if text is None or text == "":
         return default
@@ -96,6 +99,8 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
         raise SettingsError(f"{name}={text!r} is not a number of seconds") from None
     if not math.isfinite(value) or value < 0:
         raise SettingsError(f"{name}={text!r} must be 0 (off) or a positive number of seconds")
+    if 0 < value < shortest:
+        raise SettingsError(f"{name}={text!r} must be 0 (off) or at least {shortest} seconds")
     return value
 
 
