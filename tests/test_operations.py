@@ -69,6 +69,8 @@ MIN_ROUNDS, MAX_ROUNDS = 4, 60
 # (metrics.PUBLISH_SECONDS, LOG_FLUSH_SECONDS); a few times that.
 PUBLISH_WAIT_SECONDS = 5
 EXITING_WORKER_ADMISSIONS = 20
+# Shorter than the default second: the traffic waits for each round's lines before the next.
+TRAFFIC_FLUSH_SECONDS = "0.2"
 HELD_LINES = 10
 
 
@@ -102,13 +104,15 @@ class Traffic:
                 samples.setdefault(sample.name, {})[labels] = sample.value
         return samples
 
-    def wait_for_admission_lines(self) -> None:
-        """Each worker writes its admission lines within a second (LOG_FLUSH_SECONDS)."""
+    def request_lines(self) -> list[dict[str, Any]]:
+        """The line of every post: admissions, and bodies that were no review."""
+        return [line for line in self.log_lines() if line["logger"] == "webhook.admission"]
+
+    def wait_for_request_lines(self) -> None:
+        """Each worker writes its lines within a second (LOG_FLUSH_SECONDS): wait for the line
+        of every post so far, the rejected body's too."""
         deadline = time.monotonic() + PUBLISH_WAIT_SECONDS
-        while (
-            len(self.admission_lines()) < ADMISSIONS_PER_ROUND * self.rounds
-            and time.monotonic() < deadline
-        ):
+        while len(self.request_lines()) < len(POSTS) * self.rounds and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def wait_until_published(self) -> None:
@@ -137,7 +141,10 @@ def shipped_policies_server(root: Path, environment: dict[str, str] | None = Non
 def traffic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traffic]:
     """The posts above, a round at a time, each round on a fresh connection so that either
     worker may take it, until both workers have answered some."""
-    server = shipped_policies_server(tmp_path_factory.mktemp("operations"), {"LOG_FORMAT": "json"})
+    server = shipped_policies_server(
+        tmp_path_factory.mktemp("operations"),
+        {"LOG_FORMAT": "json", "LOG_FLUSH_SECONDS": TRAFFIC_FLUSH_SECONDS},
+    )
     server.start()
     try:
         traffic = Traffic(server, 0)
@@ -154,7 +161,7 @@ def traffic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traffic]:
             finally:
                 client.close()
             traffic.rounds += 1
-            traffic.wait_for_admission_lines()
+            traffic.wait_for_request_lines()
         traffic.wait_until_published()
         yield traffic
     finally:
