@@ -360,7 +360,7 @@ def test_reload_settings_are_read_from_the_environment() -> None:
     assert Settings.from_environ({"POLICY_RELOAD_SECONDS": "0"}).policy_reload_seconds == 0
 
 
-@pytest.mark.parametrize("text", ["-1", "soon", "nan", "inf"])
+@pytest.mark.parametrize("text", ["-1", "soon", "nan", "inf", "1e-9"])
 def test_a_bad_reload_interval_is_refused(text: str) -> None:
     with pytest.raises(SettingsError, match="POLICY_RELOAD_SECONDS"):
         Settings.from_environ({"POLICY_RELOAD_SECONDS": text})

@@ -63,7 +63,7 @@ class Settings:
                 env, "LOG_FLUSH_SECONDS", defaults.log_flush_seconds, shortest=0.01
             ),
             policy_reload_seconds=_seconds(
-                env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds
+                env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds, shortest=0.01
             ),
             state_dir=Path(state_dir) if state_dir else None,
             namespace_labels=_choice(
