@@ -235,6 +235,7 @@ def app_client() -> Any:
 # wsgi.input_terminated, WSGI gives no way to tell where a body ends: it is read as empty.
 UNDELIMITED = {
     "a Content-Length that is not a number": ("12x", "the Content-Length header is not a number"),
+    "a Content-Length of digits int() refuses": ("2²", "the Content-Length header is not a number"),
     "no length and no end": ("", "the body is not JSON"),
 }
 

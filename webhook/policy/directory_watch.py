@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook.file_identity import FileIdentity, file_identity
 from webhook.periodically import Periodically
 from webhook.policy.loader import POLICY_FILE_SUFFIXES
 
@@ -19,21 +20,18 @@ CONFIGMAP_DATA_LINK = "..data"
 
 
 @dataclass(frozen=True)
-class FileIdentity:
+class PolicyFileSeen:
     """One policy file as seen through its symlinks; `error` when it cannot be looked at."""
 
     name: str
-    size: int = -1
-    mtime_ns: int = -1
-    inode: int = -1
-    device: int = -1
+    identity: FileIdentity | None = None
     error: str = ""
 
 
 @dataclass(frozen=True)
 class Fingerprint:
     data_link: str | None
-    files: tuple[FileIdentity, ...]
+    files: tuple[PolicyFileSeen, ...]
     error: str = ""
 
 
@@ -56,12 +54,11 @@ def directory_fingerprint(directory: Path) -> Fingerprint:
     return Fingerprint(data_link, tuple(_identity(directory, name) for name in names))
 
 
-def _identity(directory: Path, name: str) -> FileIdentity:
+def _identity(directory: Path, name: str) -> PolicyFileSeen:
     try:
-        found = os.stat(directory / name)
+        return PolicyFileSeen(name, file_identity(directory / name))
     except OSError as error:
-        return FileIdentity(name, error=f"{type(error).__name__}: {error.strerror}")
-    return FileIdentity(name, found.st_size, found.st_mtime_ns, found.st_ino, found.st_dev)
+        return PolicyFileSeen(name, error=f"{type(error).__name__}: {error.strerror}")
 
 
 class DirectoryWatcher:

@@ -61,7 +61,8 @@ def create_app(
                 endpoint, 415, "the body must be an AdmissionReview sent as application/json"
             )
         declared = environ.get("CONTENT_LENGTH", "")
-        if declared and not declared.isdigit():
+        # isdigit alone takes "²" and other digits int() refuses.
+        if declared and not (declared.isascii() and declared.isdigit()):
             # gunicorn refuses such a request itself; another WSGI server may pass it on.
             return rejected(endpoint, 400, "the Content-Length header is not a number")
         body = _read_body(environ, declared, max_body)

@@ -213,7 +213,6 @@ def _send_webhook_log_to(error_log: logging.Logger) -> None:
     webhook_log = logging.getLogger("webhook")
     webhook_log.handlers = list(error_log.handlers)
     admission_lines.route(webhook_log.handlers)
-    webhook_log.setLevel(
-        logging.getLevelNamesMapping().get(_settings.log_level.upper(), logging.INFO)
-    )
+    # Settings accept only gunicorn's level names.
+    webhook_log.setLevel(logging.getLevelNamesMapping()[_settings.log_level.upper()])
     webhook_log.propagate = False

@@ -10,32 +10,46 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
+
+from webhook.bounded_cache import BoundedMemo
 
 FIELDS_ATTRIBUTE = "fields"
 # gunicorn's own time layout, so the service's lines and gunicorn's read alike.
 TEXT_TIME_LAYOUT = "[%Y-%m-%d %H:%M:%S %z]"
 
 
+class _SecondText:
+    """The text of a second, made once per second: every line of a second shares it, and a
+    line is written per admission."""
+
+    def __init__(self, text_of: Callable[[int], str]) -> None:
+        self._text_of = text_of
+        self._last: tuple[int, str] = (-1, "")
+
+    def __call__(self, second: int) -> str:
+        cached_second, text = self._last
+        if second != cached_second:
+            text = self._text_of(second)
+            self._last = (second, text)
+        return text
+
+
+_utc_second = _SecondText(
+    lambda second: datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+)
+
+
 def rfc3339(timestamp: float) -> str:
     """A Unix time as RFC 3339 in UTC, to the millisecond: 2026-05-04T09:30:00.123Z."""
-    global _last_second
     second = int(timestamp)
     # Rounded to the microsecond first, as datetime does, then cut to the millisecond.
     micros = round((timestamp - second) * 1e6)
     if micros >= 1_000_000:
         second, micros = second + 1, micros - 1_000_000
-    cached_second, prefix = _last_second
-    if second != cached_second:
-        # Every line of a second shares its date and time: a line is written per admission.
-        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        _last_second = (second, prefix)
-    return f"{prefix}.{micros // 1000:03d}Z"
-
-
-_last_second: tuple[int, str] = (-1, "")
+    return f"{_utc_second(second)}.{micros // 1000:03d}Z"
 
 
 def _fields(record: logging.LogRecord) -> Mapping[str, Any]:
@@ -75,6 +89,10 @@ class JsonFormatter(logging.Formatter):
     # default=str: a field of an unexpected type must not cost the line.
     _encoder = json.JSONEncoder(separators=(",", ":"), default=str)
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._heads: BoundedMemo[tuple[str, str, int | None, str], str] = BoundedMemo(_HEADS_LIMIT)
+
     def format(self, record: logging.LogRecord) -> str:
         line = self._line_object(LineValues.of(record))
         if record.exc_info:
@@ -82,10 +100,6 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return self._encoder.encode(line)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._heads: dict[tuple[str, str, int | None, str], str] = {}
 
     def render(self, values: LineValues) -> str:
         """The line `format` writes for a record of these values, with no exception."""
@@ -98,23 +112,21 @@ class JsonFormatter(logging.Formatter):
         head_values = (level, logger, pid, message)
         head = self._heads.get(head_values)
         if head is None:
-            if len(self._heads) >= _HEADS_LIMIT:
-                self._heads.clear()
-            line = self._line_object(values._replace(created=0.0, fields={}))
-            del line["time"]
-            head = self._heads[head_values] = self._encoder.encode(line)[1:-1]
+            head = self._encoder.encode(_head_object(level, logger, pid, message))[1:-1]
+            self._heads.put(head_values, head)
         return f'{{"time":"{rfc3339(created)}",{head},{self._encoder.encode(fields)[1:]}'
 
     @staticmethod
     def _line_object(values: LineValues) -> dict[str, Any]:
         return {
             "time": rfc3339(values.created),
-            "level": values.level.lower(),
-            "logger": values.logger,
-            "pid": values.pid,
-            "message": values.message,
+            **_head_object(values.level, values.logger, values.pid, values.message),
             **values.fields,
         }
+
+
+def _head_object(level: str, logger: str, pid: int | None, message: str) -> dict[str, Any]:
+    return {"level": level.lower(), "logger": logger, "pid": pid, "message": message}
 
 
 class TextFormatter(logging.Formatter):
@@ -122,7 +134,9 @@ class TextFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._last_second: tuple[int, str] = (-1, "")
+        self._local_time = _SecondText(
+            lambda second: time.strftime(TEXT_TIME_LAYOUT, time.localtime(second))
+        )
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         # logging.Formatter.format appends a traceback, if any, to what this returns.
@@ -130,18 +144,9 @@ class TextFormatter(logging.Formatter):
 
     def render(self, values: LineValues) -> str:
         """The line `format` writes for a record of these values, with no exception."""
-        time_text = self._local_time(values.created)
+        time_text = self._local_time(int(values.created))
         head = f"{time_text} [{values.pid}] [{values.level}] {values.message}"
         return _with_pairs(head, values.fields)
-
-    def _local_time(self, created: float) -> str:
-        # Every line of a second shares its time: a line is written per admission.
-        second = int(created)
-        cached_second, text = self._last_second
-        if second != cached_second:
-            text = time.strftime(TEXT_TIME_LAYOUT, time.localtime(second))
-            self._last_second = (second, text)
-        return text
 
 
 def _with_pairs(text: str, fields: Mapping[str, Any]) -> str:

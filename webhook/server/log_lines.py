@@ -9,9 +9,9 @@ handler (syslog, one from a logging config) each line is a LogRecord, as usual.
 
 A worker may also hold its lines for a moment and write them together (`hold`), as klog and
 Envoy do with theirs: a write per line lets the worker's other threads take the interpreter
-in the middle of every request. Held lines are written every `seconds`, when they reach
-HELD_CHARACTERS_LIMIT, before any record the same handlers write (so the log keeps its order),
-and when holding stops; in writes of whole lines, each at most PIPE_BUF bytes.
+in the middle of every request. Held lines are written every `seconds`, as soon as
+they fill a write of PIPE_BUF bytes (a pipe keeps no larger write whole), before any record
+the same handlers write (so the log keeps its order), and when holding stops.
 """
 
 from __future__ import annotations
@@ -24,42 +24,40 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.periodically import Periodically
-from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, LineValues, TextFormatter
+from webhook.server.log_format import FIELDS_ATTRIBUTE, LineFormatter, LineValues
 
 _PLAIN_STREAM_HANDLERS = (logging.StreamHandler, logging.FileHandler)
-# About 250 admission lines: a bound on the memory held and on what a worker killed
-# outright loses.
-HELD_CHARACTERS_LIMIT = 64 * 1024
 # What one write to a pipe keeps whole when several processes write to it (POSIX: 512 at least).
 PIPE_BUF = getattr(select, "PIPE_BUF", 512)
 
 
 class _Stream:
-    def __init__(self, handler: logging.StreamHandler[Any], layout: JsonFormatter | TextFormatter):
+    def __init__(self, handler: logging.StreamHandler[Any], layout: LineFormatter):
         self.handler = handler
         self.layout = layout
         # Changed and read under the handler's lock, so that no line is held after the last
         # write of what is held.
         self.holding = False
+        # Whole lines, at most PIPE_BUF bytes of them: the workers and the master share one
+        # stderr, in a container a pipe, which keeps only writes that small whole.
         self._held: list[str] = []
-        self._held_characters = 0
+        self._held_bytes = 0
 
-    def write(self, created: float, level: int, logger: str, message: str, fields: Any) -> None:
+    def write_info(self, created: float, logger: str, message: str, fields: Any) -> None:
         handler = self.handler
-        if level < handler.level:
+        if handler.level > logging.INFO:
             return
-        values = LineValues(
-            created, logging.getLevelName(level), logger, os.getpid(), message, fields
-        )
+        values = LineValues(created, "INFO", logger, os.getpid(), message, fields)
         text = self.layout.render(values) + handler.terminator
         with handler.lock:  # type: ignore[union-attr]
-            if self.holding:
-                self._held.append(text)
-                self._held_characters += len(text)
-                if self._held_characters >= HELD_CHARACTERS_LIMIT:
-                    self._write_held_locked()
+            if not self.holding:
+                self._write_locked(text)
                 return
-            self._write_locked(text)
+            size = len(text) if text.isascii() else len(text.encode())
+            if self._held and self._held_bytes + size > PIPE_BUF:
+                self._write_held_locked()
+            self._held.append(text)
+            self._held_bytes += size
 
     def write_held(self, *, holding: bool | None = None) -> None:
         """Write what is held; with `holding`, start or stop holding as well."""
@@ -69,21 +67,10 @@ class _Stream:
             self._write_held_locked()
 
     def _write_held_locked(self) -> None:
-        # In pieces of whole lines no larger than PIPE_BUF bytes: the workers and the master
-        # share one stderr, in a container a pipe, which keeps only writes that small whole.
-        piece: list[str] = []
-        piece_bytes = 0
-        for line in self._held:
-            size = len(line) if line.isascii() else len(line.encode())
-            if piece and piece_bytes + size > PIPE_BUF:
-                self._write_locked("".join(piece))
-                piece, piece_bytes = [], 0
-            piece.append(line)
-            piece_bytes += size
-        if piece:
-            self._write_locked("".join(piece))
-        self._held.clear()
-        self._held_characters = 0
+        if self._held:
+            self._write_locked("".join(self._held))
+            self._held.clear()
+            self._held_bytes = 0
 
     def _write_locked(self, text: str) -> None:
         handler = self.handler
@@ -121,15 +108,16 @@ class LineWriter:
         self._writer: Periodically | None = None
 
     def route(self, handlers: Sequence[logging.Handler]) -> None:
-        """Write straight to these handlers' streams when all of them allow it."""
+        """Write straight to these handlers' streams when all of them allow it. Holding stops
+        first, which takes this writer's own filter off the handlers it held lines for."""
         self.stop_holding()
         streams = []
         for handler in handlers:
             layout = handler.formatter
             plain = (
                 type(handler) in _PLAIN_STREAM_HANDLERS
-                and isinstance(layout, JsonFormatter | TextFormatter)
-                and all(isinstance(found, _HeldLinesFirst) for found in handler.filters)
+                and isinstance(layout, LineFormatter)
+                and not handler.filters
                 and getattr(handler, "stream", None) is not None
             )
             if not plain:
@@ -182,4 +170,4 @@ class LineWriter:
             return
         created = time.time()
         for stream in streams:
-            stream.write(created, logging.INFO, logger.name, message, fields)
+            stream.write_info(created, logger.name, message, fields)
