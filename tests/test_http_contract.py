@@ -20,6 +20,7 @@ from webhook.server.app import create_app
 from webhook.server.settings import Settings
 
 UID = "0b6f4e2a-7c1d-4c53-9a55-0d1b8f7e2c11"
+FRACTIONAL_POD_REVIEW = REPO_ROOT / "examples" / "review-fractional-pod.json"
 
 
 def review(request: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def test_a_body_that_is_not_a_review_is_a_400_with_a_reason(
 def test_json_is_json_whatever_its_parameters_and_case(
     client: WebhookClient, content_type: str
 ) -> None:
-    body = (REPO_ROOT / "examples" / "review-fractional-pod.json").read_bytes()
+    body = FRACTIONAL_POD_REVIEW.read_bytes()
     reply = client.request("POST", "/mutate", body, {"Content-Type": content_type})
     assert reply.status == 200 and reply.json()["response"]["patch"]
 
@@ -153,7 +154,7 @@ def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(
 ) -> None:
     # A response is held and sent in one write (held_writes_tls.py); the interim answer a
     # client waits for before it sends its body must not be held with it.
-    body = (REPO_ROOT / "examples" / "review-fractional-pod.json").read_bytes()
+    body = FRACTIONAL_POD_REVIEW.read_bytes()
     head = (
         "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import ssl
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.server import REPO_ROOT, WebhookServer
+from tests.support.waiting import eventually
 
 SHIPPED = REPO_ROOT / "tests" / "scenarios" / "shipped"
 
@@ -111,20 +111,17 @@ class Traffic:
     def wait_for_request_lines(self) -> None:
         """Each worker writes its lines within a second (LOG_FLUSH_SECONDS): wait for the line
         of every post so far, the rejected body's too."""
-        deadline = time.monotonic() + PUBLISH_WAIT_SECONDS
-        while len(self.request_lines()) < len(POSTS) * self.rounds and time.monotonic() < deadline:
-            time.sleep(0.05)
+        posted = len(POSTS) * self.rounds
+        eventually(lambda: len(self.request_lines()) >= posted, PUBLISH_WAIT_SECONDS, 0.05)
 
     def wait_until_published(self) -> None:
         """Each worker adds what it counted to the shared metrics within a second; a scrape
         answered by one worker may miss the last second of the other's."""
         posted = len(POSTS) * self.rounds
-        deadline = time.monotonic() + PUBLISH_WAIT_SECONDS
-        while True:
-            counted = sum(self.metrics()["gpu_webhook_admissions_total"].values())
-            if counted == posted or time.monotonic() > deadline:
-                return
-            time.sleep(0.1)
+        eventually(lambda: self.admissions_counted() >= posted, PUBLISH_WAIT_SECONDS, 0.1)
+
+    def admissions_counted(self) -> float:
+        return sum(self.metrics()["gpu_webhook_admissions_total"].values())
 
 
 def shipped_policies_server(root: Path, environment: dict[str, str] | None = None) -> WebhookServer:
@@ -273,10 +270,7 @@ def test_a_worker_that_exits_keeps_the_admissions_it_counted(tmp_path: Path) -> 
         client.close()
         # At once, well within the worker's interval of publishing what it counted.
         os.kill(worker, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        while worker in server.worker_pids() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert worker not in server.worker_pids()
+        eventually(lambda: worker not in server.worker_pids(), timeout=15)
         traffic = Traffic(server, 0)
         labels = Post("mutate", b"", "Pod", "patched", "default").labels()
         counted = traffic.metrics()["gpu_webhook_admissions_total"].get(labels)

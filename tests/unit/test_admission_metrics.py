@@ -3,20 +3,22 @@ one at once gives: the same counter values, the same histogram buckets, count an
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
-import time
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from webhook.periodically import Periodically
 from webhook.server.admission_log import AdmissionRecord
 from webhook.server.admission_tally import AdmissionTally
-from webhook.server.metrics import DURATION_BUCKETS, MULTIPROCESS_DIR_VARIABLE, WebhookMetrics
+from webhook.server.metrics import (
+    DURATION_BUCKETS,
+    MULTIPROCESS_DIR_VARIABLE,
+    WebhookMetrics,
+    kind_label,
+)
 
 # On, between and beyond the bucket bounds: Prometheus buckets count values at or below them.
 DURATIONS = (0.0001, 0.0005, 0.0007, 0.001, 0.003, 0.01, 0.2, 1.0, 2.5, 0.0005, 0.0)
@@ -81,9 +83,8 @@ def counted_one_at_a_time(answers: list[tuple], rejected: list[str]) -> str:
         buckets=DURATION_BUCKETS,
         registry=registry,
     )
-    for endpoint, _group, kind, verdict, policy, seconds in answers:
-        kind = kind if kind != "ConfigMap" else "other"
-        admissions.labels(endpoint, kind, verdict, policy).inc()
+    for endpoint, group, kind, verdict, policy, seconds in answers:
+        admissions.labels(endpoint, kind_label(group, kind), verdict, policy).inc()
         durations.labels(endpoint).observe(seconds)
     for endpoint in rejected:
         admissions.labels(endpoint, "", "bad_request", "").inc()
@@ -144,53 +145,3 @@ def test_counts_from_many_threads_are_all_kept() -> None:
     assert tallied.counts == {("mutate", "Pod", "allowed", ""): per_thread * threads}
     assert sum(tallied.durations["mutate"].per_bucket) == per_thread * threads
     assert tally.take().counts == {}
-
-
-def test_periodically_acts_every_interval() -> None:
-    actions: list[float] = []
-    periodic = Periodically(
-        0.05, lambda: actions.append(time.monotonic()), "acting", thread_name="t", last_act=False
-    )
-    periodic.start()
-    deadline = time.monotonic() + 5
-    while len(actions) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    periodic.stop()
-    stopped_with = len(actions)
-    assert stopped_with >= 3
-    time.sleep(0.15)
-    assert len(actions) == stopped_with
-
-
-@pytest.mark.parametrize(("last_act", "acts"), [(True, 1), (False, 0)])
-def test_stopping_acts_a_last_time_when_asked_to_and_only_once(last_act: bool, acts: int) -> None:
-    actions: list[int] = []
-    # An interval no test waits for: every act here comes from stop.
-    periodic = Periodically(
-        3600, lambda: actions.append(1), "acting", thread_name="t", last_act=last_act
-    )
-    periodic.start()
-    periodic.stop()
-    periodic.stop()
-    assert len(actions) == acts
-
-
-def test_a_failing_action_is_logged_once_and_keeps_being_tried(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    tries: list[int] = []
-
-    def fail() -> None:
-        tries.append(1)
-        raise OSError("No space left on device")
-
-    periodic = Periodically(0.02, fail, "test-failing", thread_name="t", last_act=False)
-    with caplog.at_level(logging.ERROR, logger="webhook"):
-        periodic.start()
-        deadline = time.monotonic() + 5
-        while len(tries) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        periodic.stop()
-    assert len(tries) >= 3
-    faults = [r for r in caplog.records if r.getMessage() == "test-failing failed"]
-    assert len(faults) == 1 and faults[0].exc_info is not None

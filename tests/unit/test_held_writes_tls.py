@@ -48,6 +48,16 @@ def listener() -> Iterator[socket.socket]:
         yield sock
 
 
+class Steps(threading.Semaphore):
+    """The client lets the server take one step per release; none is lost if it comes early.
+    `held` is set once the server has written what it holds, so that the client's quiet read
+    tests the hold rather than a server not yet there."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.held = threading.Event()
+
+
 class Connection:
     """A client's TLS connection, and the server's side of it served in a thread."""
 
@@ -55,11 +65,10 @@ class Connection:
         self,
         listener: socket.socket,
         contexts: Contexts,
-        serve: Callable[[WriteHoldingSSLSocket, threading.Semaphore], None],
+        serve: Callable[[WriteHoldingSSLSocket, Steps], None],
     ) -> None:
         server_context, client_context = contexts
-        # The client lets the server take one step per release; none is lost if it comes early.
-        self.go_on = threading.Semaphore(0)
+        self.go_on = Steps()
         self.error: BaseException | None = None
 
         def run() -> None:
@@ -105,8 +114,9 @@ class Connection:
             raise self.error
 
 
-def send_held_when_released(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
+def send_held_when_released(tls: WriteHoldingSSLSocket, go_on: Steps) -> None:
     """Send what is held once the client lets the server go on, then wait to be let go."""
+    go_on.held.set()
     go_on.acquire(timeout=10)
     tls.send_held()
     go_on.acquire(timeout=10)
@@ -115,13 +125,14 @@ def send_held_when_released(tls: WriteHoldingSSLSocket, go_on: threading.Semapho
 def test_held_writes_reach_the_client_when_sent_in_one_tls_write(
     contexts: Contexts, listener: socket.socket
 ) -> None:
-    def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
+    def respond(tls: WriteHoldingSSLSocket, go_on: Steps) -> None:
         tls.hold_writes()
         tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
         tls.sendall(memoryview(b"body"))
         send_held_when_released(tls, go_on)
 
     with Connection(listener, contexts, respond) as connection:
+        assert connection.go_on.held.wait(5)
         assert connection.read(1, timeout=QUIET_SECONDS) == b""
         assert CountingSocket.tls_writes == 0
         connection.go_on.release()
@@ -133,7 +144,7 @@ def test_held_writes_reach_the_client_when_sent_in_one_tls_write(
 def test_without_a_hold_every_write_goes_out_at_once(
     contexts: Contexts, listener: socket.socket
 ) -> None:
-    def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
+    def respond(tls: WriteHoldingSSLSocket, go_on: Steps) -> None:
         tls.sendall(b"first")
         tls.hold_writes()
         tls.send_held()  # nothing held: nothing sent, and holding ends
@@ -149,7 +160,7 @@ def test_a_send_while_holding_goes_out_at_once_after_what_is_held(
     contexts: Contexts, listener: socket.socket
 ) -> None:
     # gunicorn answers "Expect: 100-continue" with `send`, and the client waits for it.
-    def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
+    def respond(tls: WriteHoldingSSLSocket, go_on: Steps) -> None:
         tls.hold_writes()
         tls.sendall(b"held ")
         tls.send(b"100 Continue ")
@@ -158,6 +169,7 @@ def test_a_send_while_holding_goes_out_at_once_after_what_is_held(
 
     with Connection(listener, contexts, respond) as connection:
         assert connection.read(len(b"held 100 Continue ")) == b"held 100 Continue "
+        assert connection.go_on.held.wait(5)
         assert connection.read(1, timeout=QUIET_SECONDS) == b""
         connection.go_on.release()
         assert connection.read(len(b"held again")) == b"held again"
@@ -169,7 +181,7 @@ def test_a_long_response_streams_out_while_held(
     piece = b"x" * 4096
     pieces = HELD_BYTES_LIMIT // len(piece) + 2
 
-    def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
+    def respond(tls: WriteHoldingSSLSocket, go_on: Steps) -> None:
         tls.hold_writes()
         for _ in range(pieces):
             tls.sendall(piece)
@@ -184,7 +196,7 @@ def test_a_long_response_streams_out_while_held(
 
 
 def test_closing_sends_what_is_held(contexts: Contexts, listener: socket.socket) -> None:
-    def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
+    def respond(tls: WriteHoldingSSLSocket, go_on: Steps) -> None:
         tls.hold_writes()
         tls.sendall(b"last words")
         tls.close()
@@ -198,7 +210,7 @@ def test_closing_after_the_client_has_gone_still_closes(
 ) -> None:
     closed = threading.Event()
 
-    def respond(tls: WriteHoldingSSLSocket, go_on: threading.Semaphore) -> None:
+    def respond(tls: WriteHoldingSSLSocket, go_on: Steps) -> None:
         go_on.acquire(timeout=10)
         tls.hold_writes()
         tls.sendall(b"x" * 1024)

@@ -10,11 +10,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from tests.support.fake_apiserver import FakeApiServer
+from tests.support.waiting import eventually
 from webhook.kube.client_config import api_client, namespace_label_source
 from webhook.kube.namespace_cache import Backoff, NamespaceLabelCache
 from webhook.policy.namespace_labels import LabelLookup, NoCluster
@@ -23,22 +24,9 @@ pytestmark = pytest.mark.usefixtures("no_proxy")
 
 TOKEN = "test-token"
 NAME_LABEL = "kubernetes.io/metadata.name"
-T = TypeVar("T")
 NOWHERE = LabelLookup.unknown("not cached")
 
 MakeCache = Callable[..., NamespaceLabelCache]
-
-
-def eventually(check: Callable[[], T], timeout: float = 5.0) -> T:
-    """The first truthy value of `check()`, polled until `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true within {timeout} s: {check}")
-        time.sleep(0.01)
 
 
 def labels(lookup: LabelLookup) -> dict[str, str] | None:

@@ -12,15 +12,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
+from tests.support.server import REPO_ROOT
 from webhook.certs.directory import ensure_dev_certificates
 from webhook.server.stall_limited_tls import stall_limited
 
 STALL_SECONDS = 0.3
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
