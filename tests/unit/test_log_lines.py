@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.support.waiting import eventually
 from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, LineValues, TextFormatter
-from webhook.server.log_lines import PIPE_BUF, LineWriter
+from webhook.server.log_lines import HELD_LINES_LIMIT, PIPE_BUF, LineWriter
 
 FIELDS = {"uid": "u-1", "dryRun": False, "policy": "", "denial": 'Pod "p": no', "durationMs": 0.25}
 field_values = st.one_of(
@@ -177,6 +177,14 @@ def test_unrouted_lines_are_records(logger: logging.Logger) -> None:
     assert [record.getMessage() for record in other.records] == ["admission"]
 
 
+def test_a_record_carries_the_fields_a_function_makes(logger: logging.Logger) -> None:
+    other = Remembering()
+    logger.handlers = [other]
+    LineWriter(logger).info("admission", lambda: FIELDS)
+    (record,) = other.records
+    assert getattr(record, FIELDS_ATTRIBUTE) == FIELDS
+
+
 # --- held lines --------------------------------------------------------------------------
 
 
@@ -226,20 +234,47 @@ def test_held_lines_are_written_before_a_record_of_the_same_handler(
     assert "uid=u-1" in lines[0] and "[WARNING] the policies do not load" in lines[1]
 
 
-def test_held_lines_are_written_once_they_fill_a_pipe_sized_write(
+def test_held_lines_are_written_once_the_limit_of_them_wait(
     holding: tuple[LineWriter, io.StringIO],
 ) -> None:
     writer, stream = holding
-    made = 0
-    # Bounded: a writer that never writes fails the test rather than filling memory.
-    while stream.getvalue() == "" and made <= PIPE_BUF:
-        writer.info("admission", {**FIELDS, "uid": f"u-{made}"})
-        made += 1
-    # The line that would not fit is held for the next write.
-    text = stream.getvalue()
-    line_size = len(text.splitlines(keepends=True)[-1])
-    assert len(text) <= PIPE_BUF < len(text) + line_size
-    assert uids(stream) == [f"u-{index}" for index in range(made - 1)]
+    for index in range(HELD_LINES_LIMIT - 1):
+        writer.info("admission", {**FIELDS, "uid": f"u-{index}"})
+    assert stream.getvalue() == ""
+    writer.info("admission", {**FIELDS, "uid": f"u-{HELD_LINES_LIMIT - 1}"})
+    assert uids(stream) == [f"u-{index}" for index in range(HELD_LINES_LIMIT)]
+
+
+def test_a_held_lines_fields_are_made_when_it_is_written(
+    holding: tuple[LineWriter, io.StringIO],
+) -> None:
+    writer, stream = holding
+    made: list[str] = []
+
+    def fields() -> dict[str, object]:
+        made.append("u-1")
+        return FIELDS
+
+    writer.info("admission", fields)
+    assert made == []
+    writer.write_held()
+    assert made == ["u-1"] and uids(stream) == ["u-1"]
+
+
+def test_a_line_that_fails_to_render_is_reported_and_the_others_written(
+    holding: tuple[LineWriter, io.StringIO], capsys: pytest.CaptureFixture[str]
+) -> None:
+    writer, stream = holding
+
+    def broken() -> dict[str, object]:
+        raise KeyError("uid")
+
+    writer.info("admission", FIELDS)
+    writer.info("admission", broken)
+    writer.info("admission", {**FIELDS, "uid": "u-3"})
+    writer.write_held()
+    assert uids(stream) == ["u-1", "u-3"]
+    assert "KeyError: 'uid'" in capsys.readouterr().err
 
 
 def test_when_holding_stops_held_lines_and_later_ones_are_written(

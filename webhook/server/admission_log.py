@@ -109,7 +109,8 @@ class AdmissionRecord:
 
 def log_admission(record: AdmissionRecord) -> None:
     if log.isEnabledFor(logging.INFO):
-        admission_lines.info("admission", record.fields())
+        # The fields are made when the line is rendered: a held line is, after the answer.
+        admission_lines.info("admission", record.fields)
 
 
 def log_rejection(endpoint: Endpoint, status: int, reason: str) -> None:

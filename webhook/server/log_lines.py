@@ -9,9 +9,12 @@ handler (syslog, one from a logging config) each line is a LogRecord, as usual.
 
 A worker may also hold its lines for a moment and write them together (`hold`), as klog and
 Envoy do with theirs: a write per line lets the worker's other threads take the interpreter
-in the middle of every request. Held lines are written every `seconds`, as soon as
-they fill a write of PIPE_BUF bytes (a pipe keeps no larger write whole), before any record
-the same handlers write (so the log keeps its order), and when holding stops.
+in the middle of every request. A held line keeps only its values; it is rendered when it is
+written, in a batch with the others, mostly on the writer's own thread: a request pays for
+neither the layout nor the write. Held lines are written every `seconds`, as soon as
+HELD_LINES_LIMIT of them wait, before any record the same handlers write (so the log keeps
+its order), and when holding stops; in writes of whole lines of at most PIPE_BUF bytes, which
+a pipe shared by several processes keeps whole.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from __future__ import annotations
 import logging
 import os
 import select
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from webhook.periodically import Periodically
@@ -29,6 +33,15 @@ from webhook.server.log_format import FIELDS_ATTRIBUTE, LineFormatter, LineValue
 _PLAIN_STREAM_HANDLERS = (logging.StreamHandler, logging.FileHandler)
 # What one write to a pipe keeps whole when several processes write to it (POSIX: 512 at least).
 PIPE_BUF = getattr(select, "PIPE_BUF", 512)
+# Held lines past which the line that adds one writes them all: about a megabyte held at most,
+# which a worker writing every second does not reach (it serves fewer admissions a second).
+HELD_LINES_LIMIT = 2048
+
+# A line's fields, or what makes them: called when the line is rendered, which for a held line
+# is when it is written.
+Fields = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+# What a held line keeps: when it was logged, its logger's name, its message and fields.
+_HeldLine = tuple[float, str, str, Fields]
 
 
 class _Stream:
@@ -38,39 +51,73 @@ class _Stream:
         # Changed and read under the handler's lock, so that no line is held after the last
         # write of what is held.
         self.holding = False
-        # Whole lines, at most PIPE_BUF bytes of them: the workers and the master share one
-        # stderr, in a container a pipe, which keeps only writes that small whole.
-        self._held: list[str] = []
-        self._held_bytes = 0
+        self._held: list[_HeldLine] = []
+        # Taken by whoever writes, for as long as it renders and writes: lines go out in the
+        # order they were held, and a line written at once goes after what was held before it.
+        self._writing = threading.RLock()
 
-    def write_info(self, created: float, logger: str, message: str, fields: Any) -> None:
+    def write_info(self, created: float, logger: str, message: str, fields: Fields) -> None:
         handler = self.handler
         if handler.level > logging.INFO:
             return
-        values = LineValues(created, "INFO", logger, os.getpid(), message, fields)
-        text = self.layout.render(values) + handler.terminator
+        line = (created, logger, message, fields)
         with handler.lock:  # type: ignore[union-attr]
-            if not self.holding:
-                self._write_locked(text)
-                return
-            size = len(text) if text.isascii() else len(text.encode())
-            if self._held and self._held_bytes + size > PIPE_BUF:
-                self._write_held_locked()
-            self._held.append(text)
-            self._held_bytes += size
+            if self.holding:
+                self._held.append(line)
+                if len(self._held) < HELD_LINES_LIMIT:
+                    return
+                at_once = False
+            else:
+                at_once = True
+        if at_once:
+            text = self._render(line)
+            with self._writing, handler.lock:  # type: ignore[union-attr]
+                if text is not None:
+                    self._write_locked(text)
+        else:
+            self.write_held()
 
     def write_held(self, *, holding: bool | None = None) -> None:
         """Write what is held; with `holding`, start or stop holding as well."""
-        with self.handler.lock:  # type: ignore[union-attr]
-            if holding is not None:
-                self.holding = holding
-            self._write_held_locked()
+        handler = self.handler
+        with self._writing:
+            with handler.lock:  # type: ignore[union-attr]
+                if holding is not None:
+                    self.holding = holding
+                held, self._held = self._held, []
+            batch: list[str] = []
+            batch_bytes = 0
+            for line in held:
+                text = self._render(line)
+                if text is None:
+                    continue
+                size = len(text) if text.isascii() else len(text.encode())
+                if batch and batch_bytes + size > PIPE_BUF:
+                    self._write_batch(batch)
+                    batch, batch_bytes = [], 0
+                batch.append(text)
+                batch_bytes += size
+            if batch:
+                self._write_batch(batch)
 
-    def _write_held_locked(self) -> None:
-        if self._held:
-            self._write_locked("".join(self._held))
-            self._held.clear()
-            self._held_bytes = 0
+    def _render(self, line: _HeldLine) -> str | None:
+        """The line's text, or None when it fails to render: the handler reports that, as it
+        does a record that fails to format, and the other lines are written."""
+        created, logger, message, fields = line
+        try:
+            if callable(fields):
+                fields = fields()
+            values = LineValues(created, "INFO", logger, os.getpid(), message, fields)
+            return self.layout.render(values) + self.handler.terminator
+        except RecursionError:
+            raise
+        except Exception:
+            self.handler.handleError(logging.makeLogRecord({"msg": message, "name": logger}))
+            return None
+
+    def _write_batch(self, texts: list[str]) -> None:
+        with self.handler.lock:  # type: ignore[union-attr]
+            self._write_locked("".join(texts))
 
     def _write_locked(self, text: str) -> None:
         handler = self.handler
@@ -160,13 +207,14 @@ class LineWriter:
         for stream in self._streams or ():
             stream.write_held()
 
-    def info(self, message: str, fields: Mapping[str, Any]) -> None:
+    def info(self, message: str, fields: Fields) -> None:
         logger = self._logger
         if not logger.isEnabledFor(logging.INFO):
             return
         streams = self._streams
         if streams is None:
-            logger.info(message, extra={FIELDS_ATTRIBUTE: fields})
+            made = fields() if callable(fields) else fields
+            logger.info(message, extra={FIELDS_ATTRIBUTE: made})
             return
         created = time.time()
         for stream in streams:
