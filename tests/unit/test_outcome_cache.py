@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonpatch
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +19,7 @@ from webhook.admission.review import decode_envelope, read_request
 from webhook.bounded_cache import BoundedCache
 from webhook.engine.evaluate import evaluate_pod
 from webhook.engine.outcome_cache import OutcomeCache
-from webhook.engine.pod_spec import PodView
+from webhook.engine.pod_spec import MalformedObject, engine_input, pod_parts
 from webhook.engine.workloads import pod_template_location
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.policy_set import PolicySet
@@ -52,12 +53,12 @@ def test_a_cached_outcome_is_the_engines_and_serves_pods_that_differ_elsewhere(
     pod: dict[str, Any], mode: Any
 ) -> None:
     cache = OutcomeCache()
-    first = cache.evaluate(pod, PodView.read(pod, POD), POLICY, mode)
+    first = cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, mode)
     assert first == fresh(pod, mode=mode)
     sibling = copy.deepcopy(pod)
     _elsewhere(sibling, 7)
     assert fresh(sibling, mode=mode) == first
-    assert cache.evaluate(sibling, PodView.read(sibling, POD), POLICY, mode) is first
+    assert cache.evaluate(sibling, POD, pod_parts(sibling, POD), POLICY, mode) is first
     assert len(cache) == 1
 
 
@@ -74,10 +75,10 @@ def test_pods_that_differ_where_the_engine_reads_get_their_own_outcomes() -> Non
     variants[5]["spec"]["tolerations"] = [{"key": "k", "operator": "Exists"}]
     variants[6]["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
     cache = OutcomeCache()
-    keys = {PodView.read(pod, POD).engine_input() for pod in variants}
+    keys = {engine_input(POD, pod_parts(pod, POD)) for pod in variants}
     assert len(keys) == len(variants)
     for pod in variants:
-        assert cache.evaluate(pod, PodView.read(pod, POD), POLICY, "mutate") == fresh(pod)
+        assert cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate") == fresh(pod)
     assert len(cache) == len(variants)
 
 
@@ -102,7 +103,7 @@ def test_absent_null_and_empty_parts_are_different_pods() -> None:
                 **shape.get("spec", {}),
             },
         }
-        outcome = cache.evaluate(pod, PodView.read(pod, POD), POLICY, "mutate")
+        outcome = cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
         assert outcome == fresh(pod)
         jsonpatch.apply_patch(pod, outcome.operations)
     assert len(cache) == len(shapes)
@@ -113,8 +114,8 @@ def test_a_reloaded_policy_does_not_reuse_the_outcomes_of_the_one_it_replaced() 
     reloaded = load_policy_directory(REPO_POLICIES)[0]
     assert reloaded == POLICY and reloaded is not POLICY
     cache = OutcomeCache()
-    first = cache.evaluate(pod, PodView.read(pod, POD), POLICY, "mutate")
-    again = cache.evaluate(pod, PodView.read(pod, POD), reloaded, "mutate")
+    first = cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
+    again = cache.evaluate(pod, POD, pod_parts(pod, POD), reloaded, "mutate")
     assert again == first and again is not first
 
 
@@ -122,10 +123,34 @@ def test_a_pod_with_a_value_json_cannot_hold_is_judged_without_the_cache() -> No
     pod = _gpu_pod()
     # A manifest read from YAML may hold a date where the API would hold a string.
     pod["metadata"]["annotations"] = {"released": datetime.date(2026, 1, 1)}
-    view = PodView.read(pod, POD)
-    assert view.engine_input() is None
+    assert engine_input(POD, pod_parts(pod, POD)) is None
     cache = OutcomeCache()
-    assert cache.evaluate(pod, view, POLICY, "mutate") == fresh(pod)
+    assert cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate") == fresh(pod)
+    assert len(cache) == 0
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"containers": {"name": "c"}},
+        {"containers": ["c"]},
+        {"containers": [{"name": 7, "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        {"containers": [{"name": "c", "resources": {"limits": ["nvidia.com/gpu"]}}]},
+        {"containers": [{"name": "c", "resources": "1 GPU"}]},
+    ],
+    ids=["containers-object", "container-string", "name-number", "limits-list", "resources-text"],
+)
+def test_a_pod_that_cannot_be_read_is_refused_every_time_and_never_kept(
+    spec: dict[str, Any],
+) -> None:
+    pod = {"metadata": {"name": "p", "annotations": {"gpu-fraction": "0.5"}}, "spec": spec}
+    cache = OutcomeCache()
+    problems = []
+    for _ in range(2):
+        with pytest.raises(MalformedObject) as refused:
+            cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
+        problems.append(str(refused.value))
+    assert problems[0] == problems[1] and "spec.containers" in problems[0]
     assert len(cache) == 0
 
 
@@ -177,7 +202,7 @@ def test_a_template_and_a_pod_with_the_same_spec_get_their_own_patches() -> None
     assert location is not None
     cache = OutcomeCache()
     for obj, where in ((pod, POD), (deployment, location)):
-        outcome = cache.evaluate(obj, PodView.read(obj, where), POLICY, "mutate")
+        outcome = cache.evaluate(obj, where, pod_parts(obj, where), POLICY, "mutate")
         paths = {operation["path"] for operation in outcome.operations}
         prefix = "/spec/template/spec/" if where is location else "/spec/containers/"
         assert paths and any(path.startswith(prefix) for path in paths), paths

@@ -10,7 +10,7 @@ from webhook.bounded_cache import BoundedCache
 from webhook.engine.evaluate import Mode, PodOutcome
 from webhook.engine.gpu_requests import asks_for
 from webhook.engine.outcome_cache import DEFAULT_MAX_ENTRIES, OutcomeCache
-from webhook.engine.pod_spec import MalformedObject, PodView, labels_in, pod_parts
+from webhook.engine.pod_spec import MalformedObject, labels_in, pod_parts
 from webhook.engine.workloads import PodTemplateLocation, pod_template_location
 from webhook.policy.model import Policy
 from webhook.policy.namespace_labels import NamespaceLabelSource, NoCluster
@@ -53,11 +53,10 @@ def decide(
         if not asks_for(parts.annotations, parts.spec, policies.is_gpu_resource):
             # Before selection: a pod without GPUs never waits on a namespace label lookup.
             return Verdict.allow()
-        pod = PodView.of_parts(location, parts)
         labels = labels_in(parts.metadata, location)
         selection = policies.select(request.namespace, labels, namespace_labels or _NO_CLUSTER)
         policy = selection.policy
-        outcome = _OUTCOMES.evaluate(obj, pod, policy, mode)
+        outcome = _OUTCOMES.evaluate(obj, location, parts, policy, mode)
     except MalformedObject as error:
         return Verdict.bad_object(f"{_describe(request)}: {error}")
     if not outcome.governed:

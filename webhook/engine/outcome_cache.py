@@ -14,7 +14,7 @@ from typing import Any
 
 from webhook.bounded_cache import BoundedCache
 from webhook.engine.evaluate import Mode, PodOutcome, evaluate_pod
-from webhook.engine.pod_spec import PodView
+from webhook.engine.pod_spec import PodParts, PodView, engine_input
 from webhook.engine.workloads import PodTemplateLocation
 from webhook.policy.model import Policy
 
@@ -32,14 +32,33 @@ class OutcomeCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def evaluate(self, obj: dict[str, Any], pod: PodView, policy: Policy, mode: Mode) -> PodOutcome:
-        """What `evaluate_pod` says of this pod, without its `document`."""
-        text = pod.engine_input()
+    def evaluate(
+        self,
+        obj: dict[str, Any],
+        location: PodTemplateLocation,
+        parts: PodParts,
+        policy: Policy,
+        mode: Mode,
+    ) -> PodOutcome:
+        """What `evaluate_pod` says of this pod (whose `pod_parts` are given), without its
+        `document`. A pod is read into a `PodView` only when it is judged."""
+        text = engine_input(location, parts)
         if text is None:
-            return replace(evaluate_pod(obj, pod.location, policy, mode, pod), document=None)
-        key = (mode, pod.location, text)
+            return self._judged(obj, location, parts, policy, mode)
+        key = (mode, location, text)
         outcome = self._entries.get(policy, key)
         if outcome is None:
-            outcome = replace(evaluate_pod(obj, pod.location, policy, mode, pod), document=None)
+            outcome = self._judged(obj, location, parts, policy, mode)
             self._entries.put(policy, key, outcome)
         return outcome
+
+    @staticmethod
+    def _judged(
+        obj: dict[str, Any],
+        location: PodTemplateLocation,
+        parts: PodParts,
+        policy: Policy,
+        mode: Mode,
+    ) -> PodOutcome:
+        pod = PodView.of_parts(location, parts)
+        return replace(evaluate_pod(obj, location, policy, mode, pod), document=None)

@@ -7,7 +7,7 @@ Objects arrive as decoded JSON and may hold anything; a field of the wrong type 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, NoReturn
 
@@ -25,7 +25,24 @@ class MalformedObject(ValueError):
         super().__init__(f"{format_field(path)}: {problem}")
 
 
-_ENCODE_INPUT = json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
+def _refuse(value: object) -> NoReturn:
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def _compact_encoder() -> Callable[[Any], str]:
+    """Compact JSON, no check for cycles (decoded JSON has none). JSONEncoder.encode makes its
+    C encoder again at every call; this one is made once, where the interpreter has it."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
+    encoder = make(
+        None, _refuse, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    # It gives the text in one piece or, in some versions, in several.
+    return lambda value: "".join(encoder(value, 0))
+
+
+_encode_compact = _compact_encoder()
 
 
 # What an absent mapping reads as. Shared, and never written: the engine writes through its
@@ -122,33 +139,6 @@ class PodView:
         metadata, annotations, spec = parts
         return cls(location, metadata, annotations, spec, _read_containers(spec, location.spec))
 
-    def engine_input(self) -> str | None:
-        """Everything the engine reads of this pod, as one JSON text: pods with the same text
-        get the same outcome. None when a part is no JSON value (a date read from YAML).
-
-        The engine reads an absent, a null and an empty map alike, but patches each
-        differently: where a map read as empty, the text holds what was sent instead."""
-        spec, metadata = self.spec, self.metadata
-        annotations = self.annotations
-        try:
-            return _ENCODE_INPUT(
-                [
-                    metadata is _NOTHING,
-                    annotations
-                    if annotations is not _NOTHING
-                    else metadata.get("annotations", _ABSENT),
-                    [
-                        (c.kind, c.name, _resources_as_sent(c), c.raw.get("env"))
-                        for c in self.containers
-                    ],
-                    spec.get("nodeSelector", _ABSENT),
-                    spec.get("tolerations", _ABSENT),
-                    spec.get("affinity", _ABSENT),
-                ]
-            )
-        except (TypeError, ValueError):
-            return None
-
     def node_selector(self) -> Mapping[str, Any]:
         return _mapping(self.spec, "nodeSelector", self.location.spec)
 
@@ -201,11 +191,45 @@ def pod_parts(obj: Mapping[str, Any], location: PodTemplateLocation) -> PodParts
 _ABSENT = 0
 
 
-def _resources_as_sent(container: Container) -> Any:
-    if container.limits is _NOTHING or container.requests is _NOTHING:
-        return container.raw.get("resources", _ABSENT)
-    # Both maps present: read from them, as the engine does (the cheaper text to make).
-    return (container.limits, container.requests)
+def engine_input(location: PodTemplateLocation, parts: PodParts) -> str | None:
+    """Everything the engine reads of a pod, as one JSON text: pods with the same text get the
+    same outcome. Made from the parts as sent, before a `PodView` is read from them (a pod whose
+    text is known needs none), so a part of the wrong type is written as it is and a pod that
+    holds one gets a text of its own. None when a part is no JSON value (a date read from YAML)
+    or the containers are no list of objects: such a pod is judged afresh.
+
+    The engine reads an absent, a null and an empty map alike, but patches each differently,
+    so the text holds each map as it was sent."""
+    metadata, annotations, spec = parts
+    try:
+        containers = [
+            (kind, raw.get("name"), raw.get("resources", _ABSENT), raw.get("env"))
+            for kind in CONTAINER_LISTS
+            for raw in _sent_list(spec, kind)
+        ]
+        return _encode_compact(
+            [
+                metadata is _NOTHING,
+                annotations
+                if annotations is not _NOTHING
+                else metadata.get("annotations", _ABSENT),
+                containers,
+                spec.get("nodeSelector", _ABSENT),
+                spec.get("tolerations", _ABSENT),
+                spec.get("affinity", _ABSENT),
+            ]
+        )
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _sent_list(spec: Mapping[str, Any], key: str) -> list[Any]:
+    found = spec.get(key)
+    if found is None:
+        return []
+    if type(found) is not list:
+        raise TypeError(key)
+    return found
 
 
 def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Container, ...]:
