@@ -43,22 +43,10 @@ class OutcomeCache:
         """What `evaluate_pod` says of this pod (whose `pod_parts` are given), without its
         `document`. A pod is read into a `PodView` only when it is judged."""
         text = engine_input(location, parts)
-        if text is None:
-            return self._judged(obj, location, parts, policy, mode)
-        key = (mode, location, text)
-        outcome = self._entries.get(policy, key)
+        outcome = None if text is None else self._entries.get(policy, (mode, location, text))
         if outcome is None:
-            outcome = self._judged(obj, location, parts, policy, mode)
-            self._entries.put(policy, key, outcome)
+            pod = PodView.of_parts(location, parts)
+            outcome = replace(evaluate_pod(obj, location, policy, mode, pod), document=None)
+            if text is not None:
+                self._entries.put(policy, (mode, location, text), outcome)
         return outcome
-
-    @staticmethod
-    def _judged(
-        obj: dict[str, Any],
-        location: PodTemplateLocation,
-        parts: PodParts,
-        policy: Policy,
-        mode: Mode,
-    ) -> PodOutcome:
-        pod = PodView.of_parts(location, parts)
-        return replace(evaluate_pod(obj, location, policy, mode, pod), document=None)
