@@ -154,6 +154,63 @@ def test_a_pod_that_cannot_be_read_is_refused_every_time_and_never_kept(
     assert len(cache) == 0
 
 
+OPTIONAL_PARTS = pytest.mark.parametrize(
+    ("where", "key"),
+    [
+        (("spec", "containers", 0), "resources"),
+        (("spec", "containers", 0), "env"),
+        (("spec",), "nodeSelector"),
+        (("spec",), "tolerations"),
+        (("spec",), "affinity"),
+    ],
+)
+
+
+def _sibling_without(where: tuple[str | int, ...], key: str) -> dict[str, Any]:
+    """A GPU pod without the part: one without resources asks by the fraction annotation."""
+    if key != "resources":
+        return _gpu_pod()
+    return {
+        "metadata": {"name": "p", "annotations": {"gpu-fraction": "0.5"}},
+        "spec": {"containers": [{"name": "c"}]},
+    }
+
+
+def _with_part(pod: dict[str, Any], where: tuple[str | int, ...], key: str, value: Any) -> Any:
+    changed = copy.deepcopy(pod)
+    node: Any = changed
+    for step in where:
+        node = node[step]
+    node[key] = value
+    return changed
+
+
+@OPTIONAL_PARTS
+@pytest.mark.parametrize("value", [0, ""])
+def test_a_part_of_the_wrong_type_is_refused_after_a_sibling_that_left_it_out(
+    where: tuple[str | int, ...], key: str, value: Any
+) -> None:
+    sibling = _sibling_without(where, key)
+    pod = _with_part(sibling, where, key, value)
+    cache = OutcomeCache()
+    cache.evaluate(sibling, POD, pod_parts(sibling, POD), POLICY, "mutate")
+    with pytest.raises(MalformedObject):
+        cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
+
+
+@OPTIONAL_PARTS
+def test_a_null_part_gets_its_own_outcome_not_the_one_of_a_sibling_that_left_it_out(
+    where: tuple[str | int, ...], key: str
+) -> None:
+    sibling = _sibling_without(where, key)
+    pod = _with_part(sibling, where, key, None)
+    cache = OutcomeCache()
+    cache.evaluate(sibling, POD, pod_parts(sibling, POD), POLICY, "mutate")
+    outcome = cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
+    assert outcome == fresh(pod)
+    assert len(cache) == 2
+
+
 def test_the_cache_keeps_at_most_its_size_and_forgets_the_oldest_first() -> None:
     owner = object()
     cache: BoundedCache[int, str] = BoundedCache(3)

@@ -186,11 +186,6 @@ def pod_parts(obj: Mapping[str, Any], location: PodTemplateLocation) -> PodParts
     return PodParts(metadata, annotations, _resolve(obj, location.spec))
 
 
-# What engine_input writes for an absent map: a map may not be a number, so a pod that holds
-# this one is refused when it is read.
-_ABSENT = 0
-
-
 def engine_input(location: PodTemplateLocation, parts: PodParts) -> str | None:
     """Everything the engine reads of a pod, as one JSON text: pods with the same text get the
     same outcome. Made from the parts as sent, before a `PodView` is read from them (a pod whose
@@ -199,28 +194,32 @@ def engine_input(location: PodTemplateLocation, parts: PodParts) -> str | None:
     or the containers are no list of objects: such a pod is judged afresh.
 
     The engine reads an absent, a null and an empty map alike, but patches each differently,
-    so the text holds each map as it was sent."""
-    metadata, annotations, spec = parts
+    so the text holds each part as it was sent, or that it was not."""
+    metadata, _, spec = parts
     try:
         containers = [
-            (kind, raw.get("name"), raw.get("resources", _ABSENT), raw.get("env"))
+            (kind, raw.get("name"), _sent(raw, "resources"), _sent(raw, "env"))
             for kind in CONTAINER_LISTS
             for raw in _sent_list(spec, kind)
         ]
         return _encode_compact(
             [
                 metadata is _NOTHING,
-                annotations
-                if annotations is not _NOTHING
-                else metadata.get("annotations", _ABSENT),
+                _sent(metadata, "annotations"),
                 containers,
-                spec.get("nodeSelector", _ABSENT),
-                spec.get("tolerations", _ABSENT),
-                spec.get("affinity", _ABSENT),
+                _sent(spec, "nodeSelector"),
+                _sent(spec, "tolerations"),
+                _sent(spec, "affinity"),
             ]
         )
     except (AttributeError, TypeError, ValueError):
         return None
+
+
+def _sent(node: Mapping[str, Any], key: str) -> tuple[Any, ...]:
+    """The value at `key` as a one-item tuple, or () where there is none: in JSON, an absent
+    part then differs from every value it could hold (0 and null among them)."""
+    return (node[key],) if key in node else ()
 
 
 def _sent_list(spec: Mapping[str, Any], key: str) -> list[Any]:

@@ -55,6 +55,9 @@ class _Stream:
         self._held: list[_HeldLine] = []
         # Taken by whoever writes, for as long as it renders and writes: lines go out in the
         # order they were held, and a line written at once goes after what was held before it.
+        # Reentrant, so that a batch whose rendering logs through the same handlers does not
+        # hang the thread (that record's filter writes the lines held since, before the rest of
+        # the batch).
         self._writing = threading.RLock()
 
     def write_info(self, created: float, logger: str, message: str, fields: Fields) -> None:
@@ -110,8 +113,6 @@ class _Stream:
                 fields = fields()
             values = LineValues(created, "INFO", logger, os.getpid(), message, fields)
             return self.layout.render(values) + self.handler.terminator
-        except RecursionError:
-            raise
         except Exception:
             self.handler.handleError(logging.makeLogRecord({"msg": message, "name": logger}))
             return None
