@@ -24,9 +24,9 @@ from tests.support.mounted_tls import (
     server_on_mounted_tls,
     serving_files,
 )
-from tests.support.server import REPO_ROOT, WebhookServer
+from tests.support.server import FRACTIONAL_POD_REVIEW, WebhookServer
 
-REVIEW = (REPO_ROOT / "examples" / "review-fractional-pod.json").read_bytes()
+REVIEW = FRACTIONAL_POD_REVIEW.read_bytes()
 MAX_REQUESTS_PER_THREAD = 5000
 DEADLINE_SECONDS = 20
 # Swaps this often keep kubelet's atomic writer busy far beyond real life (it publishes a

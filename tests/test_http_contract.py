@@ -13,14 +13,19 @@ from typing import Any
 
 import pytest
 
-from tests.support.server import REPO_ROOT, WebhookClient, WebhookServer, run_until_exit
+from tests.support.server import (
+    FRACTIONAL_POD_REVIEW,
+    REPO_ROOT,
+    WebhookClient,
+    WebhookServer,
+    run_until_exit,
+)
 from webhook.admission.review import AdmissionRequest
 from webhook.policy.policy_set import PolicySet, Selection
 from webhook.server.app import create_app
 from webhook.server.settings import Settings
 
 UID = "0b6f4e2a-7c1d-4c53-9a55-0d1b8f7e2c11"
-FRACTIONAL_POD_REVIEW = REPO_ROOT / "examples" / "review-fractional-pod.json"
 
 
 def review(request: dict[str, Any]) -> dict[str, Any]:

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from tests.support.fake_apiserver import FakeApiServer
-from tests.support.server import REPO_ROOT, WebhookServer
+from tests.support.server import FRACTIONAL_POD_REVIEW, REPO_ROOT, WebhookServer
 
-REVIEW = json.loads((REPO_ROOT / "examples" / "review-fractional-pod.json").read_text())
+REVIEW = json.loads(FRACTIONAL_POD_REVIEW.read_text())
 BY_LABEL = """\
 apiVersion: gpu-admission.example.com/v1alpha1
 kind: GPUPolicy

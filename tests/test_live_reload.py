@@ -20,7 +20,12 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.support.server import REPO_ROOT, MountedConfigMap, WebhookServer
+from tests.support.server import (
+    FRACTIONAL_POD_REVIEW,
+    REPO_ROOT,
+    MountedConfigMap,
+    WebhookServer,
+)
 from webhook.policy.snapshot import PolicyFiles
 
 SHIPPED = {path.name: path.read_text() for path in (REPO_ROOT / "policies").glob("*.yaml")}
@@ -30,7 +35,7 @@ BROKEN = GOOD.replace("unit: MiB", "unit: KiB")
 BROKEN_LINE = BROKEN.splitlines().index("    unit: KiB") + 1
 # The example asks for 250m of a GPU: a quarter of the default model's memory.
 QUARTER_OF = {GOOD: 15360 // 4, A100: 40960 // 4}
-REVIEW = json.loads((REPO_ROOT / "examples" / "review-fractional-pod.json").read_text())
+REVIEW = json.loads(FRACTIONAL_POD_REVIEW.read_text())
 DEADLINE_SECONDS = 10
 MAX_REQUESTS_PER_CLIENT = 2000
 

@@ -31,10 +31,16 @@ from tests.support.mounted_tls import (
     server_on_mounted_tls,
     serving_files,
 )
-from tests.support.server import GUNICORN_COMMAND, REPO_ROOT, WebhookServer, run_until_exit
+from tests.support.server import (
+    FRACTIONAL_POD_REVIEW,
+    GUNICORN_COMMAND,
+    REPO_ROOT,
+    WebhookServer,
+    run_until_exit,
+)
 from webhook.certs import ensure_dev_certificates
 
-REVIEW = json.loads((REPO_ROOT / "examples" / "review-fractional-pod.json").read_text())
+REVIEW = json.loads(FRACTIONAL_POD_REVIEW.read_text())
 # /proc/net/tcp states of a server-side socket its worker still counts as open.
 _ESTABLISHED, _CLOSE_WAIT = "01", "08"
 
@@ -140,9 +146,11 @@ def mounted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mounted]:
 # Rounds of four connections opened at once, and how far from an even share they may land
 # in all (the sum over rounds of the difference between the workers' counts). Which worker
 # accepts is a race the server only leans on: an even share is most rounds, not every one.
-# By chance alone, four connections split 2:2 in 6 of 16 cases and 0:4 in 2.
-SHARE_ROUNDS = 8
-SHARE_SLACK = 8
+# By chance alone, four connections split 2:2 in 6 of 16 cases, 1:3 in 8 and 0:4 in 2: a
+# difference of 1.5 a round on average, so 16 rounds land within 12 by chance about 1% of the
+# time (8 rounds within 8, as before, about 21%).
+SHARE_ROUNDS = 16
+SHARE_SLACK = 12
 
 
 def test_kept_alive_connections_opened_together_are_shared_evenly(mounted: Mounted) -> None:
@@ -159,7 +167,8 @@ def test_kept_alive_connections_opened_together_are_shared_evenly(mounted: Mount
             opened = list(pool.map(open_one, range(4)))
         try:
             counts = Counter(worker for _, worker in opened)
-            splits.append(tuple(sorted(counts[pid] for pid in server.worker_pids())))
+            shares = [counts[pid] for pid in server.worker_pids()]
+            splits.append(max(shares) - min(shares))
             # Each stays with its worker.
             for connection, worker in opened:
                 assert connection.worker() == worker
@@ -167,7 +176,7 @@ def test_kept_alive_connections_opened_together_are_shared_evenly(mounted: Mount
             for connection, _ in opened:
                 connection.close()
         wait_until_no_connections(server)
-    assert sum(high - low for low, high in splits) <= SHARE_SLACK, splits
+    assert sum(splits) <= SHARE_SLACK, splits
 
 
 def test_one_connection_serves_many_requests_in_a_row(mounted: Mounted) -> None:

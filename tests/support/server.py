@@ -21,6 +21,8 @@ from bench.memory import children
 from webhook.certs import CertificatePaths, ensure_dev_certificates
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# A review of a pod asking nvidia.com/gpu 0.25, which the shipped policies rewrite.
+FRACTIONAL_POD_REVIEW = REPO_ROOT / "examples" / "review-fractional-pod.json"
 GUNICORN_COMMAND = [sys.executable, "-m", "gunicorn", "-c", "python:webhook.server.gunicorn_conf"]
 
 
@@ -207,7 +209,9 @@ class WebhookServer:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=15)
+                # Longer than gunicorn_conf's graceful_timeout (20 s), so that a slow stop still
+                # ends in the workers' own exit, which writes what they hold.
+                self.process.wait(timeout=25)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()

@@ -171,8 +171,11 @@ def test_a_send_while_holding_goes_out_at_once_after_what_is_held(
         assert connection.read(len(b"held 100 Continue ")) == b"held 100 Continue "
         assert connection.go_on.held.wait(5)
         assert connection.read(1, timeout=QUIET_SECONDS) == b""
+        writes_before_release = CountingSocket.tls_writes
         connection.go_on.release()
         assert connection.read(len(b"held again")) == b"held again"
+        # "held again" left in a write of its own, only once released.
+        assert CountingSocket.tls_writes == writes_before_release + 1
 
 
 def test_a_long_response_streams_out_while_held(

@@ -120,10 +120,8 @@ def test_a_text_value_reads_back_as_one_token(value: object) -> None:
         assert json.loads(written) == value
 
 
-def test_log_flush_seconds_is_read_and_checked() -> None:
+def test_log_flush_seconds_is_read() -> None:
     assert Settings.from_environ({}).log_flush_seconds == 1.0
     assert Settings.from_environ({"LOG_FLUSH_SECONDS": "0"}).log_flush_seconds == 0
     assert Settings.from_environ({"LOG_FLUSH_SECONDS": "0.25"}).log_flush_seconds == 0.25
-    for text in ("-1", "soon", "inf", "1e-9"):
-        with pytest.raises(SettingsError, match="LOG_FLUSH_SECONDS"):
-            Settings.from_environ({"LOG_FLUSH_SECONDS": text})
+    # What it refuses: test_policy_store's test_a_bad_interval_is_refused.

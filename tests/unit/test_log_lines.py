@@ -35,9 +35,9 @@ def logger() -> Iterator[logging.Logger]:
 
 
 def stream_handler(
-    layout: logging.Formatter,
+    layout: logging.Formatter, stream: io.StringIO | None = None
 ) -> tuple[logging.StreamHandler[io.StringIO], io.StringIO]:
-    stream = io.StringIO()
+    stream = stream if stream is not None else io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(layout)
     return handler, stream
@@ -190,10 +190,10 @@ def test_a_record_carries_the_fields_a_function_makes(logger: logging.Logger) ->
 
 
 def routed_text_writer(
-    logger: logging.Logger,
+    logger: logging.Logger, stream: io.StringIO | None = None
 ) -> tuple[LineWriter, logging.StreamHandler[io.StringIO], io.StringIO]:
     """A writer routed to the logger's one stream handler, in the text layout."""
-    handler, stream = stream_handler(TextFormatter())
+    handler, stream = stream_handler(TextFormatter(), stream)
     logger.handlers = [handler]
     writer = LineWriter(logger)
     writer.route(logger.handlers)
@@ -210,7 +210,11 @@ def holding(logger: logging.Logger) -> Iterator[tuple[LineWriter, io.StringIO]]:
 
 
 def uids(stream: io.StringIO) -> list[str]:
-    return [line.split("uid=")[1].split()[0] for line in stream.getvalue().splitlines()]
+    return uids_in(stream.getvalue())
+
+
+def uids_in(text: str) -> list[str]:
+    return [line.split("uid=")[1].split()[0] for line in text.splitlines()]
 
 
 def test_held_lines_are_written_together_when_asked(
@@ -291,9 +295,10 @@ def test_when_holding_stops_held_lines_and_later_ones_are_written(
 
 def test_held_lines_are_written_within_the_interval(logger: logging.Logger) -> None:
     writer, _, stream = routed_text_writer(logger)
-    writer.hold(0.05)
+    writer.hold(0.5)
     try:
         writer.info("admission", FIELDS)
+        assert stream.getvalue() == ""
         eventually(stream.getvalue)
         assert uids(stream) == ["u-1"]
     finally:
@@ -322,11 +327,7 @@ def test_held_lines_go_out_in_whole_lines_each_write_small_enough_for_a_pipe(
     logger: logging.Logger,
 ) -> None:
     stream = RecordingStream()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(TextFormatter())
-    logger.handlers = [handler]
-    writer = LineWriter(logger)
-    writer.route(logger.handlers)
+    writer, _, _ = routed_text_writer(logger, stream)
     writer.hold(60)
     made = 200
     for index in range(made):
@@ -341,3 +342,16 @@ def test_held_lines_go_out_in_whole_lines_each_write_small_enough_for_a_pipe(
     for text in stream.writes:
         assert text.endswith("\n") and len(text.encode()) <= PIPE_BUF
     assert uids(stream) == [f"u-{index}" for index in range(made)]
+
+
+def test_a_held_line_longer_than_a_pipe_write_goes_out_alone_and_whole(
+    logger: logging.Logger,
+) -> None:
+    stream = RecordingStream()
+    writer, _, _ = routed_text_writer(logger, stream)
+    writer.hold(60)
+    writer.info("admission", FIELDS)
+    writer.info("admission", {**FIELDS, "uid": "u-long", "denial": "no " * PIPE_BUF})
+    writer.info("admission", {**FIELDS, "uid": "u-3"})
+    writer.stop_holding()
+    assert [uids_in(text) for text in stream.writes] == [["u-1"], ["u-long"], ["u-3"]]

@@ -93,13 +93,20 @@ def test_absent_null_and_empty_parts_are_different_pods() -> None:
         {"metadata": {}, "resources": {**gpu, "requests": {}}},
         {"metadata": {}, "resources": {**gpu, "requests": None}},
         {"metadata": {}, "resources": gpu, "spec": {"nodeSelector": None}},
+        {"metadata": {}, "resources": gpu, "spec": {"tolerations": None}},
+        {"metadata": {}, "resources": gpu, "spec": {"affinity": None}},
+        {"metadata": {}, "resources": gpu, "container": {"env": None}},
+        # No resources, or null ones: the pod asks by the fraction annotation.
+        {"metadata": {"annotations": {"gpu-fraction": "0.5"}}},
+        {"metadata": {"annotations": {"gpu-fraction": "0.5"}}, "resources": None},
     ]
     cache = OutcomeCache()
     for shape in shapes:
+        resources = {"resources": shape["resources"]} if "resources" in shape else {}
         pod = {
             "metadata": {"name": "a", **shape["metadata"]},
             "spec": {
-                "containers": [{"name": "c", "resources": shape["resources"]}],
+                "containers": [{"name": "c", **resources, **shape.get("container", {})}],
                 **shape.get("spec", {}),
             },
         }
@@ -154,19 +161,7 @@ def test_a_pod_that_cannot_be_read_is_refused_every_time_and_never_kept(
     assert len(cache) == 0
 
 
-OPTIONAL_PARTS = pytest.mark.parametrize(
-    ("where", "key"),
-    [
-        (("spec", "containers", 0), "resources"),
-        (("spec", "containers", 0), "env"),
-        (("spec",), "nodeSelector"),
-        (("spec",), "tolerations"),
-        (("spec",), "affinity"),
-    ],
-)
-
-
-def _sibling_without(where: tuple[str | int, ...], key: str) -> dict[str, Any]:
+def _sibling_without(key: str) -> dict[str, Any]:
     """A GPU pod without the part: one without resources asks by the fraction annotation."""
     if key != "resources":
         return _gpu_pod()
@@ -185,30 +180,26 @@ def _with_part(pod: dict[str, Any], where: tuple[str | int, ...], key: str, valu
     return changed
 
 
-@OPTIONAL_PARTS
+@pytest.mark.parametrize(
+    ("where", "key"),
+    [
+        (("spec", "containers", 0), "resources"),
+        (("spec", "containers", 0), "env"),
+        (("spec",), "nodeSelector"),
+        (("spec",), "tolerations"),
+        (("spec",), "affinity"),
+    ],
+)
 @pytest.mark.parametrize("value", [0, ""])
 def test_a_part_of_the_wrong_type_is_refused_after_a_sibling_that_left_it_out(
     where: tuple[str | int, ...], key: str, value: Any
 ) -> None:
-    sibling = _sibling_without(where, key)
+    sibling = _sibling_without(key)
     pod = _with_part(sibling, where, key, value)
     cache = OutcomeCache()
     cache.evaluate(sibling, POD, pod_parts(sibling, POD), POLICY, "mutate")
     with pytest.raises(MalformedObject):
         cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
-
-
-@OPTIONAL_PARTS
-def test_a_null_part_gets_its_own_outcome_not_the_one_of_a_sibling_that_left_it_out(
-    where: tuple[str | int, ...], key: str
-) -> None:
-    sibling = _sibling_without(where, key)
-    pod = _with_part(sibling, where, key, None)
-    cache = OutcomeCache()
-    cache.evaluate(sibling, POD, pod_parts(sibling, POD), POLICY, "mutate")
-    outcome = cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
-    assert outcome == fresh(pod)
-    assert len(cache) == 2
 
 
 def test_the_cache_keeps_at_most_its_size_and_forgets_the_oldest_first() -> None:

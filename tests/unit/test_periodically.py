@@ -27,6 +27,7 @@ def test_periodically_acts_every_interval() -> None:
     periodic.start()
     eventually(lambda: len(actions) >= 3)
     periodic.stop()
+    assert periodic._thread is not None and not periodic._thread.is_alive()
     stopped_with = len(actions)
     assert stopped_with >= 3
     # A thread that did not wait between acts would act far more often.

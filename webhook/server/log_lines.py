@@ -14,7 +14,7 @@ written, in a batch with the others, which costs less than a line at a time. Hel
 written as soon as HELD_LINES_LIMIT of them wait (by the request that brings the last), every
 `seconds` (by a thread of their own), before any record the same handlers write (so the log
 keeps its order), and when holding stops; in writes of whole lines of at most PIPE_BUF bytes,
-which a pipe shared by several processes keeps whole.
+which a pipe shared by several processes keeps whole (a longer line goes alone).
 """
 
 from __future__ import annotations
@@ -52,9 +52,11 @@ class _Stream:
         # Changed and read under the handler's lock, so that no line is held after the last
         # write of what is held.
         self.holding = False
+        # Lines not yet written: while holding, up to HELD_LINES_LIMIT of them; otherwise
+        # only those on their way out at once.
         self._held: list[_HeldLine] = []
         # Taken by whoever writes, for as long as it renders and writes: lines go out in the
-        # order they were held, and a line written at once goes after what was held before it.
+        # order they came.
         # Reentrant, so that a batch whose rendering logs through the same handlers does not
         # hang the thread (that record's filter writes the lines held since, before the rest of
         # the batch).
@@ -64,22 +66,12 @@ class _Stream:
         handler = self.handler
         if handler.level > logging.INFO:
             return
-        line = (created, logger, message, fields)
         with handler.lock:  # type: ignore[union-attr]
-            if self.holding:
-                self._held.append(line)
-                if len(self._held) < HELD_LINES_LIMIT:
-                    return
-                at_once = False
-            else:
-                at_once = True
-        if at_once:
-            text = self._render(line)
-            with self._writing, handler.lock:  # type: ignore[union-attr]
-                if text is not None:
-                    self._write_locked(text)
-        else:
-            self.write_held()
+            self._held.append((created, logger, message, fields))
+            if self.holding and len(self._held) < HELD_LINES_LIMIT:
+                return
+        # Not holding (the line goes out at once), or the batch is full.
+        self.write_held()
 
     def write_held(self, *, holding: bool | None = None) -> None:
         """Write what is held; with `holding`, start or stop holding as well."""
@@ -89,10 +81,11 @@ class _Stream:
                 if holding is not None:
                     self.holding = holding
                 held, self._held = self._held, []
+            pid = os.getpid()
             batch: list[str] = []
             batch_bytes = 0
             for line in held:
-                text = self._render(line)
+                text = self._render(line, pid)
                 if text is None:
                     continue
                 size = len(text) if text.isascii() else len(text.encode())
@@ -104,14 +97,14 @@ class _Stream:
             if batch:
                 self._write_batch(batch)
 
-    def _render(self, line: _HeldLine) -> str | None:
+    def _render(self, line: _HeldLine, pid: int) -> str | None:
         """The line's text, or None when it fails to render: the handler reports that, as it
         does a record that fails to format, and the other lines are written."""
         created, logger, message, fields = line
         try:
             if callable(fields):
                 fields = fields()
-            values = LineValues(created, "INFO", logger, os.getpid(), message, fields)
+            values = LineValues(created, "INFO", logger, pid, message, fields)
             return self.layout.render(values) + self.handler.terminator
         except Exception:
             self.handler.handleError(logging.makeLogRecord({"msg": message, "name": logger}))
