@@ -200,10 +200,22 @@ def routed_text_writer(
     return writer, handler, stream
 
 
+class RecordingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return super().write(text)
+
+
 @pytest.fixture
-def holding(logger: logging.Logger) -> Iterator[tuple[LineWriter, io.StringIO]]:
-    """A writer holding its lines for a minute: only what the test does writes them."""
-    writer, _, stream = routed_text_writer(logger)
+def holding(logger: logging.Logger) -> Iterator[tuple[LineWriter, RecordingStream]]:
+    """A writer holding its lines for a minute: only what the test does writes them. Its
+    stream records each write."""
+    stream = RecordingStream()
+    writer, _, _ = routed_text_writer(logger, stream)
     writer.hold(60)
     yield writer, stream
     writer.stop_holding()
@@ -313,22 +325,10 @@ def test_holding_for_no_time_holds_nothing(logger: logging.Logger) -> None:
     assert handler.filters == []
 
 
-class RecordingStream(io.StringIO):
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[str] = []
-
-    def write(self, text: str) -> int:
-        self.writes.append(text)
-        return super().write(text)
-
-
 def test_held_lines_go_out_in_whole_lines_each_write_small_enough_for_a_pipe(
-    logger: logging.Logger,
+    holding: tuple[LineWriter, RecordingStream],
 ) -> None:
-    stream = RecordingStream()
-    writer, _, _ = routed_text_writer(logger, stream)
-    writer.hold(60)
+    writer, stream = holding
     made = 200
     for index in range(made):
         writer.info("admission", {**FIELDS, "uid": f"u-{index}", "name": "träger-ß"})
@@ -345,11 +345,9 @@ def test_held_lines_go_out_in_whole_lines_each_write_small_enough_for_a_pipe(
 
 
 def test_a_held_line_longer_than_a_pipe_write_goes_out_alone_and_whole(
-    logger: logging.Logger,
+    holding: tuple[LineWriter, RecordingStream],
 ) -> None:
-    stream = RecordingStream()
-    writer, _, _ = routed_text_writer(logger, stream)
-    writer.hold(60)
+    writer, stream = holding
     writer.info("admission", FIELDS)
     writer.info("admission", {**FIELDS, "uid": "u-long", "denial": "no " * PIPE_BUF})
     writer.info("admission", {**FIELDS, "uid": "u-3"})
