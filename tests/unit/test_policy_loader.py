@@ -4,7 +4,7 @@ import pytest
 
 from webhook.policy.defaults import DEFAULT_GOVERNED_RESOURCES, DEFAULT_SHARE_ENV
 from webhook.policy.loader import load_policy_directory
-from webhook.policy.model import FractionHandling
+from webhook.policy.model import FractionHandling, MultiGpuNodes
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.problems import PolicyLoadError
 
@@ -55,6 +55,44 @@ def test_omitted_fields_get_the_documented_defaults(tmp_path: Path) -> None:
     assert policy.sharing.unit == "MiB"
     assert policy.sharing.model_label == "nvidia.com/gpu.product"
     assert policy.whole_gpu.resource_tolerations is True
+
+
+NODE_POOLS = [
+    ("", None, MultiGpuNodes.SKIP),
+    (
+        "    placement:\n      nodeSelector: {pool: shared}\n",
+        {"pool": "shared"},
+        MultiGpuNodes.SKIP,
+    ),
+    (
+        "    placement:\n      nodeSelector: {pool: shared}\n"
+        "    nodes:\n      multiGPU: Sum\n"
+        "      selector:\n        matchExpressions: [{key: vram, operator: Exists}]\n",
+        {"vram": "yes"},
+        MultiGpuNodes.SUM,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "selected", "multi_gpu"),
+    NODE_POOLS,
+    ids=["no pool named", "the placement's pool", "a pool of its own"],
+)
+def test_the_node_pool_defaults_to_where_the_placement_sends_shared_pods(
+    tmp_path: Path, extra: str, selected: dict[str, str] | None, multi_gpu: MultiGpuNodes
+) -> None:
+    write_policy(tmp_path, HEADER + "spec:\n" + SHARING + extra)
+    (policy,) = load_policy_directory(tmp_path)
+    assert policy.sharing is not None
+    pool = policy.sharing.nodes
+    assert pool.multi_gpu is multi_gpu
+    if selected is None:
+        assert pool.selector is None
+        return
+    assert pool.selector is not None
+    assert pool.selector.matches(selected)
+    assert not pool.selector.matches({"pool": "whole"})
 
 
 # (spec text, line of the problem, field, fragment of the message)
@@ -223,6 +261,18 @@ BAD_SPECS = [
     ),
     ("spec:\n  exclude: {}\n", 6, "spec.exclude", "should be non-empty"),
     ("spec:\n  priority: high\n", 6, "spec.priority", "must be of type integer"),
+    (
+        "spec:\n" + SHARING + "    nodes:\n      multiGPU: All\n",
+        12,
+        "spec.sharing.nodes.multiGPU",
+        "'All' is not one of 'Skip', 'Sum'",
+    ),
+    (
+        "spec:\n" + SHARING + "    nodes:\n      selector:\n        matchLabels: {pool: 'a b'}\n",
+        13,
+        "spec.sharing.nodes.selector.matchLabels.pool",
+        "'a b' is not a valid label value",
+    ),
 ]
 
 

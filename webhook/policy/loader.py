@@ -30,6 +30,8 @@ from webhook.policy.model import (
     FractionHandling,
     GovernedResource,
     GpuModel,
+    MultiGpuNodes,
+    NodePool,
     Placement,
     Policy,
     Sharing,
@@ -277,6 +279,7 @@ class _PolicyBuilder:
                 "the model label is set from the pod's model; leave it out here",
             )
         env = self._env(block["env"], base) if "env" in block else DEFAULT_SHARE_ENV
+        nodes = self._node_pool(block.get("nodes", {}), placement, (*base, "nodes"))
         return Sharing(
             vram_resource=vram_resource,
             models=MappingProxyType(models),
@@ -286,7 +289,19 @@ class _PolicyBuilder:
             single_model_pool=block.get("singleModelPool", False),
             placement=placement,
             env=env,
+            nodes=nodes,
         )
+
+    def _node_pool(
+        self, block: Mapping[str, Any], placement: Placement, path: FieldPath
+    ) -> NodePool:
+        selector = self._selector(block, (*path, "selector"))
+        if selector is None and placement.node_selector:
+            # Shared pods go only where the placement sends them, so that is the pool.
+            selector = LabelSelector.build(
+                (key, ValueSet.of([value])) for key, value in placement.node_selector.items()
+            )
+        return NodePool(selector, MultiGpuNodes(block.get("multiGPU", "Skip")))
 
     def _models(self, entries: list[Mapping[str, Any]], base: FieldPath) -> dict[str, GpuModel]:
         models: dict[str, GpuModel] = {}

@@ -13,6 +13,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Literal
 
+from webhook.policy.label_selectors import LabelSelector
 from webhook.policy.namespace_patterns import PROTECTED_NAMESPACE
 from webhook.policy.scope import AdmissionTarget, Match, Scope
 
@@ -72,6 +73,22 @@ class Placement:
     node_selector: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
+class MultiGpuNodes(Enum):
+    """What a node with several cards advertises. Its VRAM is one number, so a share can be
+    scheduled across the cards' sum even though it must fit on one of them."""
+
+    SKIP = "Skip"
+    SUM = "Sum"
+
+
+@dataclass(frozen=True)
+class NodePool:
+    """The nodes whose VRAM the advertiser keeps in their status; `selector` None: none."""
+
+    selector: LabelSelector | None = None
+    multi_gpu: MultiGpuNodes = MultiGpuNodes.SKIP
+
+
 @dataclass(frozen=True)
 class Sharing:
     """How a fraction of a GPU becomes an amount of the VRAM extended resource."""
@@ -84,6 +101,7 @@ class Sharing:
     single_model_pool: bool = False
     placement: Placement = Placement()
     env: tuple[EnvTemplate, ...] = ()
+    nodes: NodePool = NodePool()
 
     @property
     def mib_per_unit(self) -> int:
