@@ -55,6 +55,14 @@ def test_omitted_fields_get_the_documented_defaults(tmp_path: Path) -> None:
     assert policy.sharing.unit == "MiB"
     assert policy.sharing.model_label == "nvidia.com/gpu.product"
     assert policy.whole_gpu.resource_tolerations is True
+    assert policy.sharing.runtime_class_name is None
+
+
+def test_the_runtime_class_of_shared_pods_is_read(tmp_path: Path) -> None:
+    write_policy(tmp_path, HEADER + "spec:\n" + SHARING + "    runtimeClassName: nvidia\n")
+    (policy,) = load_policy_directory(tmp_path)
+    assert policy.sharing is not None
+    assert policy.sharing.runtime_class_name == "nvidia"
 
 
 NODE_POOLS = [
@@ -261,6 +269,24 @@ BAD_SPECS = [
     ),
     ("spec:\n  exclude: {}\n", 6, "spec.exclude", "should be non-empty"),
     ("spec:\n  priority: high\n", 6, "spec.priority", "must be of type integer"),
+    (
+        "spec:\n" + SHARING + "    runtimeClassName: NVIDIA_runtime\n",
+        11,
+        "spec.sharing.runtimeClassName",
+        "'NVIDIA_runtime' is not a RuntimeClass name: a DNS subdomain",
+    ),
+    (
+        "spec:\n" + SHARING + "    runtimeClassName: ''\n",
+        11,
+        "spec.sharing.runtimeClassName",
+        "must not be empty",
+    ),
+    (
+        "spec:\n" + SHARING + "    runtimeClassName: [nvidia]\n",
+        11,
+        "spec.sharing.runtimeClassName",
+        "must be of type string, not array",
+    ),
     (
         "spec:\n" + SHARING + "    nodes:\n      multiGPU: All\n",
         12,

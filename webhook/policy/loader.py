@@ -13,6 +13,7 @@ from typing import Any
 from webhook.field_paths import FieldPath
 from webhook.k8s_names import (
     extended_resource_problem,
+    is_dns_subdomain,
     is_env_name,
     is_label_value,
     is_namespace_pattern,
@@ -280,6 +281,13 @@ class _PolicyBuilder:
             )
         env = self._env(block["env"], base) if "env" in block else DEFAULT_SHARE_ENV
         nodes = self._node_pool(block.get("nodes", {}), placement, (*base, "nodes"))
+        runtime_class_name: str | None = block.get("runtimeClassName")
+        if runtime_class_name is not None and not is_dns_subdomain(runtime_class_name):
+            self.report(
+                (*base, "runtimeClassName"),
+                f"{runtime_class_name!r} is not a RuntimeClass name: a DNS subdomain (lowercase "
+                "letters, digits, '-' and '.', alphanumeric at both ends, at most 253 characters)",
+            )
         return Sharing(
             vram_resource=vram_resource,
             models=MappingProxyType(models),
@@ -290,6 +298,7 @@ class _PolicyBuilder:
             placement=placement,
             env=env,
             nodes=nodes,
+            runtime_class_name=runtime_class_name,
         )
 
     def _node_pool(

@@ -102,6 +102,9 @@ class Sharing:
     placement: Placement = Placement()
     env: tuple[EnvTemplate, ...] = ()
     nodes: NodePool = NodePool()
+    # The RuntimeClass pods with a share run under: with the VRAM resource instead of a GPU,
+    # the device plugin gives them no card, and the NVIDIA runtime exposes one.
+    runtime_class_name: str | None = None
 
     @property
     def mib_per_unit(self) -> int:
