@@ -17,7 +17,8 @@ import pytest
 from tests.support.fake_apiserver import FakeApiServer
 from tests.support.waiting import eventually
 from webhook.kube.client_config import api_client, namespace_label_source
-from webhook.kube.namespace_cache import Backoff, NamespaceLabelCache
+from webhook.kube.informer import Backoff
+from webhook.kube.namespace_cache import NamespaceLabelCache
 from webhook.policy.namespace_labels import LabelLookup, NoCluster
 
 pytestmark = pytest.mark.usefixtures("no_proxy")

@@ -6,10 +6,7 @@ published, 2 a usage or input error."""
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -89,8 +86,7 @@ def _cluster(args: argparse.Namespace) -> int:
         renew_before=args.renew_before,
         allow_missing_webhook=args.allow_missing_webhook,
     )
-    with _quiet_client_warnings():
-        client = api_client(args.kube)
+    client = api_client(args.kube)
     if isinstance(client, NoCluster):
         return _fail(f"no Kubernetes API to talk to: {client.reason}", 1)
     try:
@@ -102,24 +98,6 @@ def _cluster(args: argparse.Namespace) -> int:
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)
     return 1 if report.errors else 0
-
-
-@contextmanager
-def _quiet_client_warnings() -> Iterator[None]:
-    """`api_client` words its warnings for namespace labels; this command reports the reason
-    itself, in its own words."""
-    logger = logging.getLogger("webhook")
-    silence = _DropAll()
-    logger.addFilter(silence)
-    try:
-        yield
-    finally:
-        logger.removeFilter(silence)
-
-
-class _DropAll(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
 
 
 def _fail(error: object, code: int) -> int:

@@ -16,7 +16,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from webhook.certs.renewal import FILE_NAMES
-from webhook.kube.namespace_cache import short_reason
+from webhook.kube.api_errors import short_reason
 
 SECRET_TYPE = "kubernetes.io/tls"
 FIELD_MANAGER = "gpu-webhook-certs"

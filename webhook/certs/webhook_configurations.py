@@ -17,7 +17,7 @@ from webhook.certs.tls_secret import (
     ApiError,
     Conflict,
 )
-from webhook.kube.namespace_cache import short_reason
+from webhook.kube.api_errors import short_reason
 
 Kind = Literal["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
 KINDS: tuple[Kind, ...] = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")

@@ -29,6 +29,7 @@ USER_AGENT = "gpu-admission-webhook"
 # No retries inside urllib3: a miss must not keep an admission waiting for several lookup
 # timeouts, and the informer retries on its own backoff, warning once per outage.
 RETRIES = Retry(total=0)
+NOT_CONFIGURED = "no Kubernetes API is configured (not in a cluster, no kubeconfig)"
 
 
 def namespace_label_source(
@@ -38,6 +39,8 @@ def namespace_label_source(
     there is none. Raises ValueError only for a mode that is not one of `MODES`."""
     client = api_client(mode, environ=environ)
     if isinstance(client, NoCluster):
+        if mode != "off" and client.reason != NOT_CONFIGURED:
+            log.warning("namespace labels are unknown: %s", client.reason)
         return client
     cache = NamespaceLabelCache(client)
     cache.start()
@@ -47,7 +50,8 @@ def namespace_label_source(
 def api_client(
     mode: str = "auto", *, environ: Mapping[str, str] | None = None
 ) -> ApiClient | NoCluster:
-    """A client for the API `mode` selects (see `namespace_label_source`)."""
+    """A client for the API `mode` selects (see `namespace_label_source`), or `NoCluster`
+    saying why there is none; the caller reports that in its own words."""
     check_mode(mode)
     env = os.environ if environ is None else environ
     if mode == "off":
@@ -57,8 +61,8 @@ def api_client(
     kubeconfig = _kubeconfig(env)
     if kubeconfig is None:
         if mode == "auto":
-            return NoCluster("no Kubernetes API is configured (not in a cluster, no kubeconfig)")
-        return _unavailable("no kubeconfig: KUBECONFIG is not set and ~/.kube/config is missing")
+            return NoCluster(NOT_CONFIGURED)
+        return NoCluster("no kubeconfig: KUBECONFIG is not set and ~/.kube/config is missing")
     return _load(
         f"kubeconfig {kubeconfig}",
         lambda config: load_kube_config(
@@ -90,13 +94,8 @@ def _load(source: str, load: Callable[[Configuration], None]) -> ApiClient | NoC
     try:
         load(config)
     except Exception as error:  # any broken configuration: start without namespace labels
-        return _unavailable(f"could not load {source}: {' '.join(str(error).split())}")
+        return NoCluster(f"could not load {source}: {' '.join(str(error).split())}")
     config.retries = RETRIES
     client = ApiClient(config)
     client.user_agent = USER_AGENT
     return client
-
-
-def _unavailable(reason: str) -> NoCluster:
-    log.warning("namespace labels are unknown: %s", reason)
-    return NoCluster(reason)

@@ -9,51 +9,22 @@ each waiting on a dead API.
 
 from __future__ import annotations
 
-import json
 import logging
-import random
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
-from kubernetes import watch
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import MaxRetryError
-from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
+from webhook.kube.api_errors import HTTP_NOT_FOUND, short_reason
+from webhook.kube.informer import Backoff, Informer, KubeObject
 from webhook.policy.namespace_labels import LabelLookup
 
 log = logging.getLogger("webhook")
 
-HTTP_NOT_FOUND = 404
-HTTP_GONE = 410
-CONNECT_TIMEOUT = 5.0
-LIST_READ_TIMEOUT = 60.0
-# A watch closes itself after `watch_timeout`; one that stays silent this long past that is dead.
-WATCH_READ_SLACK = 30.0
 STOP_TIMEOUT = 2.0
-SHORT_WATCH = 1.0
 NO_ANSWER = "the Kubernetes API did not answer"
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential, capped and jittered waits between failed LIST/WATCH attempts."""
-
-    initial: float = 0.5
-    maximum: float = 30.0
-
-    def delay(self, failures: int) -> float:
-        ceiling = min(self.maximum, self.initial * 2 ** max(failures - 1, 0))
-        # Jitter keeps the workers of every replica from retrying in step after an outage.
-        return random.uniform(ceiling / 2, ceiling)
-
-
-class ShortWatch(Exception):
-    """A watch the server closed at once without an event."""
 
 
 class _Flight:
@@ -92,8 +63,6 @@ class NamespaceLabelCache:
         self._core = CoreV1Api(api_client)
         self._lookup_timeout = lookup_timeout
         self._failure_memory = failure_memory
-        self._watch_timeout = watch_timeout
-        self._backoff = backoff or Backoff()
         self._clock = clock
 
         # Read without the lock (a dict lookup is atomic); every write holds the lock.
@@ -102,12 +71,13 @@ class NamespaceLabelCache:
         self._flights: dict[str, _Flight] = {}
         self._failure: tuple[float, LabelLookup] | None = None
         self._lookups_failing = False
-
-        self._synced = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._watch: watch.Watch | None = None
-        self._failures = 0
+        self._informer = Informer(
+            self._core.list_namespace,
+            self,
+            what="namespace labels",
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+        )
 
     # --- the admission side ----------------------------------------------------------------
 
@@ -150,7 +120,8 @@ class NamespaceLabelCache:
     def _fetch(self, namespace: str, flight: _Flight) -> LabelLookup:
         try:
             found = self._core.read_namespace(namespace, _request_timeout=self._lookup_timeout)
-            lookup = LabelLookup.known(_labels_of_model(found))
+            metadata = found.metadata
+            lookup = LabelLookup.known((metadata.labels if metadata is not None else None) or {})
         except ApiException as error:
             if error.status == HTTP_NOT_FOUND:
                 return LabelLookup.unknown(f"namespace {namespace} does not exist")
@@ -182,165 +153,39 @@ class NamespaceLabelCache:
     # --- the informer ----------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("the namespace label cache is already started")
-        self._thread = threading.Thread(
-            target=self._run, name="namespace-label-informer", daemon=True
-        )
-        self._thread.start()
+        self._informer.start()
 
     def stop(self) -> None:
         """Stop the informer and close the client; returns within about two seconds."""
-        self._stopping.set()
-        thread = self._thread
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while thread is not None and thread.is_alive() and time.monotonic() < deadline:
-            # Watch.stream() forgets a stop() that comes before its request, so repeat it.
-            current = self._watch
-            if current is not None:
-                current.stop()
-            thread.join(0.02)
+        self._informer.stop(STOP_TIMEOUT)
         self._api_client.close()
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """True once the first LIST is in the cache, False if `timeout` passes first."""
-        return self._synced.wait(timeout)
+        return self._informer.wait_synced(timeout)
 
-    def _run(self) -> None:
-        in_outage = False
-        while not self._stopping.is_set():
-            try:
-                version = self._relist()
-                if in_outage:
-                    in_outage = False
-                    log.info(
-                        "namespace labels: the Kubernetes API answers again (%d namespaces)",
-                        len(self._known),
-                    )
-                while not self._stopping.is_set():
-                    version = self._watch_from(version)
-            except Exception as error:
-                if self._stopping.is_set():
-                    return
-                self._failures += 1
-                if _is_gone(error):
-                    log.debug("namespace labels: watch expired (%s), listing again", error)
-                    if self._failures == 1:
-                        continue
-                elif not in_outage:
-                    in_outage = True
-                    log.warning(
-                        "namespace labels: the Kubernetes API failed (%s); serving the %d "
-                        "namespaces in the cache and retrying",
-                        short_reason(error),
-                        len(self._known),
-                    )
-                else:
-                    log.debug("namespace labels: retry failed: %s", short_reason(error))
-                self._stopping.wait(self._backoff.delay(self._failures))
-
-    def _relist(self) -> str:
-        listing = self._core.list_namespace(_request_timeout=(CONNECT_TIMEOUT, LIST_READ_TIMEOUT))
-        fresh = {
-            item.metadata.name: LabelLookup.known(_labels_of_model(item))
-            for item in listing.items
-            if item.metadata is not None and item.metadata.name
-        }
+    def listed(self, objects: list[KubeObject]) -> None:
+        fresh = {}
+        for namespace in objects:
+            metadata = namespace.get("metadata") or {}
+            if metadata.get("name"):
+                fresh[metadata["name"]] = LabelLookup.known(metadata.get("labels") or {})
         with self._lock:
             self._known = fresh
             self._failure = None
             for flight in self._flights.values():
                 flight.superseded = True
-        self._synced.set()
-        return listing.metadata.resource_version
 
-    def _watch_from(self, version: str) -> str:
-        """Apply watch events until the server closes the watch; the version to resume from."""
-        stream = watch.Watch()
-        self._watch = stream
-        opened = time.monotonic()
-        received = False
-        events: Generator[dict[str, Any], None, None] = stream.stream(
-            self._core.list_namespace,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout,
-            _request_timeout=(CONNECT_TIMEOUT, self._watch_timeout + WATCH_READ_SLACK),
-        )
-        try:
-            for event in events:
-                if self._stopping.is_set():
-                    break
-                version = self._apply(event["type"], event["raw_object"]) or version
-                received = True
-                self._failures = 0
-        finally:
-            events.close()
-            self._watch = None
-        if not received and time.monotonic() - opened < SHORT_WATCH and not self._stopping.is_set():
-            # As client-go does: a watch closed at once and empty is a failure, so it backs off.
-            raise ShortWatch(f"the watch closed after {time.monotonic() - opened:.2f} s, empty")
-        self._failures = 0
-        return version
-
-    def _apply(self, kind: str, obj: Mapping[str, Any]) -> str | None:
+    def changed(self, event_type: str, obj: KubeObject) -> None:
         metadata = obj.get("metadata") or {}
         name = metadata.get("name")
-        if name and kind in ("ADDED", "MODIFIED"):
-            self._write(name, LabelLookup.known(metadata.get("labels") or {}))
-        elif name and kind == "DELETED":
-            self._write(name, None)
-        # A BOOKMARK carries only the version to resume from.
-        return metadata.get("resourceVersion")
-
-    def _write(self, name: str, lookup: LabelLookup | None) -> None:
+        if not name:
+            return
         with self._lock:
-            if lookup is None:
+            if event_type == "DELETED":
                 self._known.pop(name, None)
             else:
-                self._known[name] = lookup
+                self._known[name] = LabelLookup.known(metadata.get("labels") or {})
             flight = self._flights.get(name)
             if flight is not None:
                 flight.superseded = True
-
-
-def _labels_of_model(namespace: Any) -> Mapping[str, str]:
-    metadata = namespace.metadata
-    return (metadata.labels if metadata is not None else None) or {}
-
-
-def _is_gone(error: BaseException) -> bool:
-    return isinstance(error, ApiException) and error.status == HTTP_GONE
-
-
-def short_reason(error: BaseException) -> str:
-    """One line on why a request failed, for logs and for the unknown-labels reason."""
-    if isinstance(error, ApiException):
-        return _api_error_reason(error)
-    if isinstance(error, MaxRetryError) and error.reason is not None:
-        error = error.reason
-    root: BaseException = error
-    while root.__cause__ is not None:
-        root = root.__cause__
-    # Before the timeout test: urllib3's NewConnectionError is a ConnectTimeoutError.
-    if isinstance(root, OSError) and root.strerror and not isinstance(root, TimeoutError):
-        return root.strerror.lower()
-    if isinstance(error, Urllib3Timeout | TimeoutError) or isinstance(root, TimeoutError):
-        return "timed out"
-    return _clip(str(error) or type(error).__name__)
-
-
-def _api_error_reason(error: ApiException) -> str:
-    if not error.status:
-        return _clip(" ".join(str(error.reason or "request failed").split()))
-    message = ""
-    if error.body:
-        try:
-            message = json.loads(error.body).get("message", "")
-        except (ValueError, AttributeError):
-            message = ""
-    return _clip(f"HTTP {error.status} {message or error.reason or ''}".strip())
-
-
-def _clip(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
