@@ -67,13 +67,14 @@ def test_pods_that_differ_where_the_engine_reads_get_their_own_outcomes() -> Non
         "metadata": {"name": "a"},
         "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
     }
-    variants = [copy.deepcopy(base) for _ in range(7)]
+    variants = [copy.deepcopy(base) for _ in range(8)]
     variants[1]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
     variants[2]["spec"]["containers"][0]["name"] = "d"
     variants[3]["spec"]["containers"][0]["env"] = [{"name": "X", "value": "1"}]
     variants[4]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "Tesla-T4"}
     variants[5]["spec"]["tolerations"] = [{"key": "k", "operator": "Exists"}]
     variants[6]["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    variants[7]["spec"]["runtimeClassName"] = "nvidia"
     cache = OutcomeCache()
     keys = {engine_input(POD, pod_parts(pod, POD)) for pod in variants}
     assert len(keys) == len(variants)

@@ -8,7 +8,8 @@ Every change is a merge that leaves what is already right alone, so a second pas
 mutated object (reinvocationPolicy: IfNeeded) yields no change. What the webhook itself
 added is listed in a record annotation (see share_record.py), so that on a later UPDATE,
 such as `kubectl apply` putting `nvidia.com/gpu: 250m` back beside the VRAM it became, the
-webhook's own VRAM, env and pin are resized or removed instead of read as the user's.
+webhook's own VRAM, env, pin and runtimeClassName are resized or removed instead of read as
+the user's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from webhook.engine.placement import (
     merge_node_selector,
     merge_tolerations,
     node_selector_conflicts,
+    runtime_class_conflict,
     wanted_tolerations,
 )
 from webhook.engine.pod_spec import Container, PodView
@@ -106,6 +108,12 @@ def _recorded_vram(record: ShareRecord, intent: ShareIntent) -> bool:
         return parse_quantity(recorded) == intent.vram_units
     except QuantityError:
         return False
+
+
+def _owns_runtime_class(pod: PodView, record: ShareRecord) -> bool:
+    """Whether the pod's runtimeClassName is the one this webhook set, not its user's."""
+    recorded = record.runtime_class_name
+    return recorded is not None and pod.runtime_class_name() == recorded
 
 
 def _plan_shares(
@@ -227,8 +235,11 @@ class _PodChange:
     def _drop_record(self) -> None:
         sharing = self.policy.sharing
         assert sharing is not None
+        spec = self.pod.location.spec
         if owns_pin(self.pod, sharing, self.record):
-            self.recorder.remove((*self.pod.location.spec, "nodeSelector", sharing.model_label))
+            self.recorder.remove((*spec, "nodeSelector", sharing.model_label))
+        if _owns_runtime_class(self.pod, self.record):
+            self.recorder.remove((*spec, "runtimeClassName"))
         annotations = (*self.pod.location.metadata, "annotations")
         for key in (SHARES_ANNOTATION, POLICY_ANNOTATION):
             if key in self.pod.annotations:
@@ -263,7 +274,9 @@ class _PodChange:
             self._pin_model(choice, sharing)
             why = f'policy "{self.policy.name}" for shared GPUs'
             self._place(sharing.placement, [sharing.vram_resource], {}, why)
-            self._write_record(ShareRecord(choice.model.product, choice.pin, entries))
+            runtime_class = self._give_runtime_class(sharing, why)
+            record = ShareRecord(choice.model.product, choice.pin, entries, runtime_class)
+            self._write_record(record)
 
     def _asked(self, intent: ShareIntent) -> str:
         if intent.source == "annotation":
@@ -315,6 +328,27 @@ class _PodChange:
             self.recorder.put(path, choice.model.product)
         elif owns_pin(self.pod, sharing, self.record):
             self.recorder.remove(path)
+
+    def _give_runtime_class(self, sharing: Sharing, why: str) -> str | None:
+        """Set the policy's runtimeClassName where the pod has none, or has the one the webhook
+        set before; what the webhook set is returned, for the record. A pod that chose another
+        is denied: the card is exposed to its containers under this one only."""
+        wanted = sharing.runtime_class_name
+        present = self.pod.runtime_class_name()
+        ours = _owns_runtime_class(self.pod, self.record)
+        path = (*self.pod.location.spec, "runtimeClassName")
+        if wanted is None:
+            if ours:
+                self.recorder.remove(path)
+            return None
+        if present is not None and not ours:
+            if present != wanted:
+                self.violations.append(runtime_class_conflict(present, wanted, why))
+            return None
+        if present != wanted:
+            self.warnings.append(f'runtimeClassName set to "{wanted}", which {why} requires')
+        self.recorder.put(path, wanted)
+        return wanted
 
     def _write_record(self, record: ShareRecord) -> None:
         annotations = (*self.pod.location.metadata, "annotations")

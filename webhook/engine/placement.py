@@ -40,6 +40,14 @@ def node_selector_conflicts(pod: PodView, entries: Mapping[str, str], why: str) 
     ]
 
 
+def runtime_class_conflict(present: str, wanted: str, why: str) -> Violation:
+    return Violation(
+        "runtime-class-conflict",
+        f'runtimeClassName "{present}" conflicts with "{wanted}" that {why} requires: write '
+        f'"{wanted}", or remove it from the pod',
+    )
+
+
 def merge_node_selector(recorder: PatchRecorder, pod: PodView, entries: Mapping[str, str]) -> None:
     path = (*pod.location.spec, "nodeSelector")
     present = pod.node_selector()

@@ -120,8 +120,9 @@ class Container:
 @dataclass(slots=True)
 class PodView:
     """The engine reads a pod only through this view: its annotations, its containers' names,
-    resources and env, and the spec's nodeSelector, tolerations and affinity. `engine_input`
-    lists exactly these; a new reader must be added there too."""
+    resources and env, and the spec's nodeSelector, tolerations, affinity and runtimeClassName.
+    `engine_input` lists exactly these; a new reader must be added there too (a test reads
+    every scenario through a spec that notes what is read, and fails when the key lacks it)."""
 
     location: PodTemplateLocation
     metadata: Mapping[str, Any]
@@ -144,6 +145,13 @@ class PodView:
 
     def tolerations(self) -> list[Any]:
         return _list(self.spec, "tolerations", self.location.spec)
+
+    def runtime_class_name(self) -> str | None:
+        value = self.spec.get("runtimeClassName")
+        if value is not None and type(value) is not str:
+            path = (*self.location.spec, "runtimeClassName")
+            raise MalformedObject(path, f"must be a string, not {_json_type(value)}")
+        return value
 
     def required_node_selector_terms(self) -> list[Any] | None:
         """The terms of a required node affinity, or None when the pod has none."""
@@ -210,6 +218,7 @@ def engine_input(location: PodTemplateLocation, parts: PodParts) -> str | None:
                 _sent(spec, "nodeSelector"),
                 _sent(spec, "tolerations"),
                 _sent(spec, "affinity"),
+                _sent(spec, "runtimeClassName"),
             ]
         )
     except (AttributeError, TypeError, ValueError):

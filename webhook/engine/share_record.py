@@ -2,8 +2,9 @@
 
 Later passes read it to tell the webhook's own changes from the user's: the VRAM it sized
 (which a fresh fraction may resize, or a whole GPU replace), the env variables it injected
-(recomputed when the share or the model changes, where a user's own value would stay), and
-whether it pinned the model. Pods created from a rewritten template inherit it, so they
+(recomputed when the share or the model changes, where a user's own value would stay),
+whether it pinned the model, and the runtimeClassName it set (absent from the record when the
+pod's own, or none). Pods created from a rewritten template inherit it, so they
 are measured against the same model even when their controller rewrote the node affinity
 that named it (a DaemonSet binds its pods to a node by name).
 """
@@ -30,6 +31,7 @@ class ShareRecord:
     model: str | None = None
     pinned: bool = False
     containers: Mapping[str, ContainerShare] = field(default_factory=dict)
+    runtime_class_name: str | None = None
 
     @classmethod
     def read(cls, annotations: Mapping[str, Any]) -> ShareRecord:
@@ -51,6 +53,7 @@ class ShareRecord:
                     )
                     for name, entry in data["containers"].items()
                 },
+                runtime_class_name=_optional_string(data.get("runtimeClassName")),
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return cls()
@@ -60,7 +63,14 @@ class ShareRecord:
             name: {"asked": share.asked, "vram": share.vram, "env": list(share.env)}
             for name, share in sorted(self.containers.items())
         }
-        data = {"model": self.model, "pinned": self.pinned, "containers": containers}
+        data: dict[str, Any] = {
+            "model": self.model,
+            "pinned": self.pinned,
+            "containers": containers,
+        }
+        # Written only when set, so records of policies without one read as they always have.
+        if self.runtime_class_name is not None:
+            data["runtimeClassName"] = self.runtime_class_name
         return json.dumps(data, separators=(",", ":"))
 
     def vram_of(self, container: str) -> str | None:
@@ -71,4 +81,4 @@ class ShareRecord:
 def _optional_string(value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    raise TypeError("model must be a string")
+    raise TypeError("must be a string")
