@@ -2,6 +2,7 @@
 not read share one outcome, pods that differ where it reads do not, and a reloaded policy
 never reuses an older one's outcome."""
 
+import contextlib
 import copy
 import datetime
 from dataclasses import replace
@@ -14,17 +15,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.generated_pods import POD, POLICY, pods
+from tests.support.server import REPO_ROOT
 from webhook.admission.decide import decide
 from webhook.admission.review import decode_envelope, read_request
 from webhook.bounded_cache import BoundedCache
+from webhook.cli.scenario_folders import is_scenario_folder, load_scenario
 from webhook.engine.evaluate import evaluate_pod
 from webhook.engine.outcome_cache import OutcomeCache
 from webhook.engine.pod_spec import MalformedObject, engine_input, pod_parts
-from webhook.engine.workloads import pod_template_location
+from webhook.engine.workloads import PodTemplateLocation, pod_template_location
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.policy_set import PolicySet
 
-SHIPPED = Path(__file__).resolve().parents[1] / "scenarios" / "shipped"
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+SHIPPED = SCENARIOS / "shipped"
 REPO_POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
 
@@ -81,6 +85,87 @@ def test_pods_that_differ_where_the_engine_reads_get_their_own_outcomes() -> Non
     for pod in variants:
         assert cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate") == fresh(pod)
     assert len(cache) == len(variants)
+
+
+class _NotedReads(dict[str, Any]):
+    """A pod's metadata or spec that notes each key looked up in it, as `<prefix><key>`. A
+    shallow copy (the patch recorder copies on write) notes into the same set."""
+
+    into: set[str]
+    prefix: str
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.into.add(self.prefix + key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.into.add(self.prefix + key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.into.add(self.prefix + str(key))
+        return super().__contains__(key)
+
+
+def _noting(obj: Any, location: PodTemplateLocation, into: set[str]) -> dict[str, Any]:
+    """A copy of `obj` whose pod metadata and spec note the keys read in them into `into`."""
+    copied = copy.deepcopy(obj)
+    for path, prefix in ((location.metadata, "metadata."), (location.spec, "spec.")):
+        node: Any = copied
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        part = node.get(path[-1])
+        if isinstance(part, dict):
+            noting = _NotedReads(part)
+            noting.into, noting.prefix = into, prefix
+            node[path[-1]] = noting
+    return copied
+
+
+def _scenario_objects() -> list[tuple[str, Any, PodTemplateLocation, Path]]:
+    """Every object the scenarios send, and every object they expect /mutate to give (the
+    input of a second pass), with the policies each runs against."""
+    found = []
+    for folder in sorted(SCENARIOS.glob("*/*")):
+        if not is_scenario_folder(folder):
+            continue
+        case = load_scenario(folder, SCENARIOS, REPO_ROOT / "policies")
+        request = case.review["request"]
+        location = pod_template_location(request["kind"]["group"], request["kind"]["kind"])
+        if location is None or not isinstance(request.get("object"), dict):
+            continue
+        for obj in (request["object"], case.expect.mutated):
+            if isinstance(obj, dict):
+                found.append((case.id, obj, location, REPO_ROOT / case.policies))
+    return found
+
+
+def test_every_part_of_a_pod_the_engine_reads_is_in_the_outcome_key() -> None:
+    """The key is what `engine_input` reads; the engine reads through `PodView` and writes
+    through the patch recorder, which reads what it replaces. Every scenario object is judged
+    under every policy of its folder, in both modes, through metadata and a spec that note
+    each key read: a reader of a new field fails here until `engine_input` keys it too."""
+    policies: dict[Path, Any] = {}
+    read_by_engine: dict[str, str] = {}
+    read_for_key: set[str] = set()
+    objects = _scenario_objects()
+    assert len(objects) > 100
+    for case_id, obj, location, directory in objects:
+        if directory not in policies:
+            policies[directory] = load_policy_directory(directory)
+        for policy in policies[directory]:
+            for mode in ("mutate", "validate"):
+                noted: set[str] = set()
+                with contextlib.suppress(MalformedObject):
+                    evaluate_pod(_noting(obj, location, noted), location, policy, mode)
+                for key in noted:
+                    read_by_engine.setdefault(key, case_id)
+        keyed = _noting(obj, location, read_for_key)
+        engine_input(location, pod_parts(keyed, location))
+    # The scenarios reach every reader there is: a share reads the runtimeClassName.
+    assert {"spec.nodeSelector", "spec.affinity", "spec.runtimeClassName"} <= set(read_by_engine)
+    missing = {key: case for key, case in read_by_engine.items() if key not in read_for_key}
+    assert not missing, f"read by the engine but not in engine_input (key: a scenario): {missing}"
 
 
 def test_absent_null_and_empty_parts_are_different_pods() -> None:
