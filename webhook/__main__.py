@@ -1,4 +1,4 @@
-"""`python -m webhook lint|review|test`: the offline tools (webhook/cli/)."""
+"""`python -m webhook lint|review|test|advertise`: the command line (webhook/cli/)."""
 
 from __future__ import annotations
 

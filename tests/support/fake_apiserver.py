@@ -58,9 +58,20 @@ WEBHOOK_KINDS = {
     "mutating": "MutatingWebhookConfiguration",
     "validating": "ValidatingWebhookConfiguration",
 }
+NODES_PATH = "/api/v1/nodes"
+NODE_PATH = re.compile(r"^/api/v1/nodes/([^/]+)(/status)?$")
+COORDINATION_GROUP = "coordination.k8s.io"
+LEASES_PATH = re.compile(
+    rf"^/apis/{re.escape(COORDINATION_GROUP)}/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$"
+)
+EVENTS_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
 JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
 NAME_LABEL = "kubernetes.io/metadata.name"
+COLLECTIONS = {"Namespace": "namespaces", "Node": "nodes"}
+LIST_KINDS = {"namespaces": "NamespaceList", "nodes": "NodeList"}
+# Who the fake's clients are, in the messages of forbidden requests.
+FORBIDDEN_USER = "system:serviceaccount:gpu-admission:gpu-vram-advertiser"
 TRUE_WORDS = {"1", "t", "T", "true", "TRUE", "True"}
 FALSE_WORDS = {"0", "f", "F", "false", "FALSE", "False"}
 
@@ -106,17 +117,23 @@ class FakeApiServer:
     def __init__(self, *, token: str | None = None, first_resource_version: int = 1000) -> None:
         self.token = token
         self._lock = threading.RLock()
+        # The kinds a client may list and watch, by their collection's name in the path.
         self._namespaces: dict[str, Event] = {}
+        self._nodes: dict[str, Event] = {}
+        self._watched = {"namespaces": self._namespaces, "nodes": self._nodes}
         self._version = first_resource_version
-        self._history: list[tuple[int, Event]] = []
+        self._history: list[tuple[int, str, Event]] = []
         self._oldest_watchable = first_resource_version
-        self._watchers: set[queue.Queue[Event | None]] = set()
-        self._held_events: list[Event] | None = None
+        self._watchers: dict[queue.Queue[Event | None], str] = {}
+        self._held_events: list[tuple[str, Event]] | None = None
         self._reads_released = threading.Event()
         self._reads_released.set()
         self._requests: list[RecordedRequest] = []
         self._secrets: dict[tuple[str, str], Event] = {}
         self._webhook_configurations: dict[tuple[str, str], Event] = {}
+        self._leases: dict[tuple[str, str], Event] = {}
+        self._events: list[Event] = []
+        self._forbidden: set[tuple[str, str]] = set()
         self._hooks: list[tuple[str, str, Callable[[], object]]] = []
         self._httpd: _Httpd | None = None
         self.port = 0
@@ -274,8 +291,8 @@ class FakeApiServer:
         finally:
             with self._lock:
                 held, self._held_events = self._held_events or [], None
-                for event in held:
-                    self._deliver(event)
+                for collection, event in held:
+                    self._deliver(collection, event)
 
     @contextmanager
     def stalled_reads(self) -> Iterator[None]:
@@ -285,6 +302,50 @@ class FakeApiServer:
             yield
         finally:
             self._reads_released.set()
+
+    # --- Nodes, Leases, Events and RBAC, as test code sees them ---------------------------
+
+    def add_node(self, node: Mapping[str, Any]) -> Event:
+        """Register a node (a v1/Node manifest, as in tests/fixtures/node-labels)."""
+        with self._lock:
+            body = json.loads(json.dumps(dict(node)))
+            body.setdefault("kind", "Node")
+            body.setdefault("apiVersion", "v1")
+            metadata = body.setdefault("metadata", {})
+            metadata["uid"] = str(uuid.uuid4())
+            metadata["creationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            body.setdefault("status", {}).setdefault("capacity", {"cpu": "8", "pods": "110"})
+            body["status"].setdefault("allocatable", dict(body["status"]["capacity"]))
+            self._nodes[metadata["name"]] = body
+            return self._emit("ADDED", body)
+
+    def node(self, name: str) -> Event:
+        with self._lock:
+            return _copy(self._nodes[name])
+
+    def change_node(self, name: str, change: Callable[[Event], object]) -> Event:
+        """Change a node as another writer would (a labeller, a kubelet): `change` edits it."""
+        with self._lock:
+            node = self._nodes[name]
+            change(node)
+            return self._emit("MODIFIED", node)
+
+    def delete_node(self, name: str) -> Event:
+        with self._lock:
+            return self._emit("DELETED", self._nodes.pop(name))
+
+    def leases(self) -> dict[tuple[str, str], Event]:
+        with self._lock:
+            return _copy(self._leases)
+
+    def events(self) -> list[Event]:
+        with self._lock:
+            return _copy(self._events)
+
+    def forbid(self, verb: str, resource: str) -> None:
+        """Answer `verb` on `resource` (`nodes/status` for a subresource) with 403 Forbidden."""
+        with self._lock:
+            self._forbidden.add((verb, resource))
 
     # --- Secrets and webhook configurations, as test code sees them ----------------------
 
@@ -330,6 +391,141 @@ class FakeApiServer:
             self._hooks = [hook for hook in self._hooks if hook not in due]
         for _, _, action in due:
             action()
+
+    def denial(self, method: str, path: str, query: Mapping[str, str]) -> Event | None:
+        """The 403 Status the authorizer answers for a forbidden request, else None."""
+        node = NODE_PATH.match(path)
+        leases = LEASES_PATH.match(path)
+        events = EVENTS_PATH.match(path)
+        name = ""
+        namespace = None
+        group = ""
+        if path == NODES_PATH:
+            resource = "nodes"
+        elif node:
+            resource, name = ("nodes/status" if node[2] else "nodes"), node[1]
+        elif leases:
+            resource, namespace, name, group = (
+                "leases",
+                leases[1],
+                leases[2] or "",
+                COORDINATION_GROUP,
+            )
+        elif events:
+            resource, namespace = "events", events[1]
+        else:
+            return None
+        if method == "GET":
+            watching = query.get("watch", "false") in TRUE_WORDS
+            verb = "watch" if watching else "get" if name else "list"
+        else:
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, "delete")
+        with self._lock:
+            if (verb, resource) not in self._forbidden:
+                return None
+        # As the apiserver's forbiddenMessage and NewForbidden word it.
+        scope = "at the cluster scope" if namespace is None else f'in the namespace "{namespace}"'
+        message = (
+            f'User "{FORBIDDEN_USER}" cannot {verb} resource "{resource}" in API group '
+            f'"{group}" {scope}'
+        )
+        plural = resource.split("/")[0]
+        qualified = f"{plural}.{group}" if group else plural
+        details = {"name": name, "group": group, "kind": plural} if group else {"kind": plural}
+        if name and not group:
+            details = {"name": name, "kind": plural}
+        subject = f'{qualified} "{name}"' if name else qualified
+        return status(403, "Forbidden", f"{subject} is forbidden: {message}", details)
+
+    def read_node(self, name: str) -> tuple[int, Event]:
+        with self._lock:
+            found = self._nodes.get(name)
+            if found is None:
+                return 404, _not_found("nodes", "", name)
+            return 200, _copy(found)
+
+    def patch_node_status(
+        self, name: str, content_type: str | None, body: Any
+    ) -> tuple[int, Event]:
+        """A JSON patch of `nodes/{name}/status`: only what it does to `status` is kept, as the
+        status subresource ignores the rest."""
+        if content_type != JSON_PATCH:
+            return 415, _unsupported(JSON_PATCH)
+        try:
+            patch = jsonpatch.JsonPatch(body)
+        except (jsonpatch.InvalidJsonPatch, TypeError) as error:
+            return 400, status(400, "BadRequest", str(error))
+        with self._lock:
+            current = self._nodes.get(name)
+            if current is None:
+                return 404, _not_found("nodes", "", name)
+            try:
+                patched = patch.apply(_copy(current))
+            except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException):
+                message = "the server rejected our request due to an error in our request"
+                return 422, status(422, "Invalid", message, {})
+            if patched["status"] == current["status"]:
+                return 200, _copy(current)
+            current["status"] = patched["status"]
+            return 200, _copy(self._emit("MODIFIED", current)["object"])
+
+    def lease_request(
+        self, method: str, namespace: str, name: str | None, body: Any
+    ) -> tuple[int, Event]:
+        with self._lock:
+            if name is None and method == "POST":
+                problem = _unusable_object(body, namespace)
+                if problem is not None:
+                    return problem
+                key = (namespace, body["metadata"]["name"])
+                if key in self._leases:
+                    message = f'leases.{COORDINATION_GROUP} "{key[1]}" already exists'
+                    details = {"name": key[1], "group": COORDINATION_GROUP, "kind": "leases"}
+                    return 409, status(409, "AlreadyExists", message, details)
+                return 201, self._store_lease(key, body)
+            if name is None:
+                return _method_not_allowed()
+            current = self._leases.get((namespace, name))
+            if current is None:
+                return 404, _not_found("leases", COORDINATION_GROUP, name)
+            if method == "GET":
+                return 200, _copy(current)
+            if method != "PUT":
+                return _method_not_allowed()
+            version = (body.get("metadata") or {}).get("resourceVersion")
+            if version != current["metadata"]["resourceVersion"]:
+                message = (
+                    f'Operation cannot be fulfilled on leases.{COORDINATION_GROUP} "{name}": the '
+                    "object has been modified; please apply your changes to the latest version "
+                    "and try again"
+                )
+                details = {"name": name, "group": COORDINATION_GROUP, "kind": "leases"}
+                return 409, status(409, "Conflict", message, details)
+            return 200, self._store_lease((namespace, name), body)
+
+    def _store_lease(self, key: tuple[str, str], body: Event) -> Event:
+        stored = self._store(self._leases, key, body, key[0])
+        stored.pop("type", None)
+        self._leases[key].pop("type", None)
+        return stored
+
+    def create_event(self, namespace: str, body: Any) -> tuple[int, Event]:
+        problem = _unusable_object(body, namespace)
+        if problem is not None:
+            return problem
+        involved = body.get("involvedObject") or {}
+        if not involved.get("namespace") and namespace not in ("default", ""):
+            # pkg/apis/core/validation/events.go: an event about a cluster-scoped object.
+            message = (
+                f'Event "{body["metadata"]["name"]}" is invalid: involvedObject.namespace: '
+                f'Invalid value: "": does not match event.namespace'
+            )
+            return 422, status(422, "Invalid", message, {"kind": "Event"})
+        with self._lock:
+            event = _copy(body)
+            event["metadata"]["namespace"] = namespace
+            self._events.append(event)
+            return 201, _copy(event)
 
     def read_secret(self, namespace: str, name: str) -> tuple[int, Event]:
         with self._lock:
@@ -447,15 +643,15 @@ class FakeApiServer:
         with self._lock:
             self._requests.append(request)
 
-    def namespace_list(self) -> Event:
+    def object_list(self, collection: str) -> Event:
         with self._lock:
             items = []
-            for namespace in self._namespaces.values():
-                item = json.loads(json.dumps(namespace))
+            for obj in self._watched[collection].values():
+                item = json.loads(json.dumps(obj))
                 del item["kind"], item["apiVersion"]
                 items.append(item)
             return {
-                "kind": "NamespaceList",
+                "kind": LIST_KINDS[collection],
                 "apiVersion": "v1",
                 "metadata": {"resourceVersion": str(self._version)},
                 "items": items,
@@ -468,54 +664,62 @@ class FakeApiServer:
         self._reads_released.wait()
         return answer
 
-    def subscribe(self, since: str) -> tuple[list[Event], queue.Queue[Event | None] | None]:
+    def subscribe(
+        self, collection: str, since: str
+    ) -> tuple[list[Event], queue.Queue[Event | None] | None]:
         """The events a watch from `since` starts with, and the queue of later ones (None when
         the watch ends after its first events)."""
         with self._lock:
             if since in ("", "0"):
                 first = [
                     {"type": "ADDED", "object": json.loads(json.dumps(namespace))}
-                    for namespace in self._namespaces.values()
+                    for namespace in self._watched[collection].values()
                 ]
             else:
                 version = int(since)
                 if version < self._oldest_watchable:
                     message = f"too old resource version: {version} ({self._oldest_watchable})"
                     return [{"type": "ERROR", "object": status(410, "Expired", message)}], None
-                first = [event for at, event in self._history if at > version]
+                first = [
+                    event
+                    for at, kind, event in self._history
+                    if at > version and kind == collection
+                ]
             later: queue.Queue[Event | None] = queue.Queue()
-            self._watchers.add(later)
+            self._watchers[later] = collection
             return first, later
 
     def unsubscribe(self, watcher: queue.Queue[Event | None]) -> None:
         with self._lock:
-            self._watchers.discard(watcher)
+            self._watchers.pop(watcher, None)
 
-    def bookmark(self) -> Event:
+    def bookmark(self, collection: str) -> Event:
         with self._lock:
             return {
                 "type": "BOOKMARK",
                 "object": {
-                    "kind": "Namespace",
+                    "kind": LIST_KINDS[collection].removesuffix("List"),
                     "apiVersion": "v1",
                     "metadata": {"resourceVersion": str(self._version)},
                 },
             }
 
-    def _emit(self, kind: str, namespace: Event) -> Event:
+    def _emit(self, kind: str, obj: Event) -> Event:
         self._version += 1
-        namespace["metadata"]["resourceVersion"] = str(self._version)
-        event = {"type": kind, "object": json.loads(json.dumps(namespace))}
-        self._history.append((self._version, event))
+        obj["metadata"]["resourceVersion"] = str(self._version)
+        event = {"type": kind, "object": json.loads(json.dumps(obj))}
+        collection = COLLECTIONS[obj["kind"]]
+        self._history.append((self._version, collection, event))
         if self._held_events is not None:
-            self._held_events.append(event)
+            self._held_events.append((collection, event))
         else:
-            self._deliver(event)
+            self._deliver(collection, event)
         return event
 
-    def _deliver(self, event: Event) -> None:
-        for watcher in self._watchers:
-            watcher.put(event)
+    def _deliver(self, collection: str, event: Event) -> None:
+        for watcher, watched in self._watchers.items():
+            if watched == collection:
+                watcher.put(event)
 
 
 def _copy(obj: T) -> T:
@@ -526,6 +730,14 @@ def _not_found(resource: str, group: str, name: str) -> Event:
     qualified = f"{resource}.{group}" if group else resource
     details = {"name": name, "kind": resource} | ({"group": group} if group else {})
     return status(404, "NotFound", f'{qualified} "{name}" not found', details)
+
+
+def _unsupported(media_type: str) -> Event:
+    message = (
+        f"the body of the request was in an unknown format - accepted media types include: "
+        f"{media_type}"
+    )
+    return status(415, "UnsupportedMediaType", message)
 
 
 def _method_not_allowed() -> tuple[int, Event]:
@@ -605,6 +817,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         secrets = SECRETS_PATH.match(url.path)
         webhooks = WEBHOOKS_PATH.match(url.path)
+        denied = api.denial(self.command, url.path, query)
+        if denied is not None:
+            self._send_json(403, denied)
+            return
+        if self._serve_node_side(url.path, query, content_type, body):
+            return
         if secrets or webhooks:
             api.run_hooks(self.command, url.path)
             if secrets:
@@ -624,7 +842,7 @@ class _Handler(BaseHTTPRequestHandler):
             if watching in TRUE_WORDS:
                 self._serve_watch(query)
             else:
-                self._send_json(200, api.namespace_list())
+                self._send_json(200, api.object_list("namespaces"))
             return
         name = url.path.removeprefix(NAMESPACES_PATH + "/")
         if url.path.startswith(NAMESPACES_PATH + "/") and name and "/" not in name:
@@ -641,6 +859,33 @@ class _Handler(BaseHTTPRequestHandler):
 
     # Namespaces are only read; anything else is recorded, so a test sees it, and refused.
     do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def _serve_node_side(
+        self, path: str, query: Mapping[str, str], content_type: str | None, body: Any
+    ) -> bool:
+        """Nodes, their status, Leases and Events: what the VRAM advertiser calls."""
+        api = self.server.api
+        node = NODE_PATH.match(path)
+        leases = LEASES_PATH.match(path)
+        events = EVENTS_PATH.match(path)
+        if path == NODES_PATH and self.command == "GET":
+            if query.get("watch", "false") in TRUE_WORDS:
+                self._serve_watch(query, "nodes")
+            else:
+                self._send_json(200, api.object_list("nodes"))
+        elif node and node[2] and self.command == "PATCH":
+            self._send_json(*api.patch_node_status(node[1], content_type, body))
+        elif node and not node[2] and self.command == "GET":
+            self._send_json(*api.read_node(node[1]))
+        elif leases:
+            self._send_json(*api.lease_request(self.command, leases[1], leases[2], body))
+        elif events and self.command == "POST":
+            self._send_json(*api.create_event(events[1], body))
+        elif node or leases or events or path == NODES_PATH:
+            self._send_json(*_method_not_allowed())
+        else:
+            return False
+        return True
 
     def _read_body(self) -> tuple[str | None, Any]:
         """The media type (without parameters) and the body: decoded JSON, else text."""
@@ -684,10 +929,10 @@ class _Handler(BaseHTTPRequestHandler):
             return api.patch_webhook_configuration(kind, name, content_type, body)
         return _method_not_allowed()
 
-    def _serve_watch(self, query: Mapping[str, str]) -> None:
+    def _serve_watch(self, query: Mapping[str, str], collection: str = "namespaces") -> None:
         api = self.server.api
         try:
-            first, later = api.subscribe(query.get("resourceVersion", ""))
+            first, later = api.subscribe(collection, query.get("resourceVersion", ""))
         except ValueError:
             version = query.get("resourceVersion")
             self._send_json(400, status(400, "BadRequest", f"invalid resource version {version}"))
@@ -707,7 +952,7 @@ class _Handler(BaseHTTPRequestHandler):
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     if bookmarks:
-                        self._send_chunk(api.bookmark())
+                        self._send_chunk(api.bookmark(collection))
                     break
                 try:
                     event = later.get(timeout=min(0.05, left) if left is not None else 0.05)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from webhook.cli import advertise
 from webhook.cli.errors import USAGE_ERROR, InputError
 from webhook.cli.labels import parse_label_list
 from webhook.cli.lint import run_lint
@@ -45,6 +46,9 @@ def main(
             return run_lint(args.directory, stdout=stdout)
         if args.command == "review":
             return run_review(_review_options(args), stdin=stdin, stdout=stdout, stderr=stderr)
+        if args.command == "advertise":
+            options = advertise.options_from(args)
+            return advertise.run_advertise(options, stdout=stdout, stderr=stderr)
         return run_tests(args.paths, args.policies, stdout=stdout)
     except InputError as error:
         for line in error.lines:
@@ -57,8 +61,9 @@ def main(
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Offline tools for GPU admission policies: check them, see what they do "
-        "to a manifest, and run their test suites, without a cluster.",
+        description="Tools for GPU admission policies: check them, see what they do to a "
+        "manifest and run their test suites without a cluster; and advertise the VRAM of the "
+        "nodes they share.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -147,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the policies of scenario folders with no policies/ folder above them "
         "(default: policies)",
     )
+    advertise.add_parser(commands, DEFAULT_POLICY_DIR)
     return parser
 
 

@@ -1,0 +1,109 @@
+"""The advertiser's Prometheus metrics, and the plain HTTP endpoint that serves them with a health
+check (`--metrics-bind`). The advertiser is one process, so one registry of its own serves."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+PREFIX = "gpu_vram_advertiser"
+ERROR_KINDS = ("labels", "conflict", "forbidden", "api")
+
+
+class AdvertiserMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._nodes = Gauge(
+            f"{PREFIX}_nodes_advertised",
+            "Nodes that advertise the VRAM resource, by resource",
+            ["resource"],
+            registry=self.registry,
+        )
+        self._patches = Counter(
+            f"{PREFIX}_patches",
+            "Node status patches sent, by result",
+            ["result"],
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            f"{PREFIX}_errors",
+            "Nodes skipped for unreadable labels or conflicting policies, and API refusals",
+            ["kind"],
+            registry=self.registry,
+        )
+        self._leader = Gauge(
+            f"{PREFIX}_leader", "1 while this replica holds the lease", registry=self.registry
+        )
+        for result in ("applied", "failed"):
+            self._patches.labels(result)
+        for kind in ERROR_KINDS:
+            self._errors.labels(kind)
+
+    def nodes_advertised(self, by_resource: Mapping[str, int]) -> None:
+        for resource, count in by_resource.items():
+            self._nodes.labels(resource).set(count)
+
+    def patched(self) -> None:
+        self._patches.labels("applied").inc()
+
+    def patch_failed(self) -> None:
+        self._patches.labels("failed").inc()
+        self._errors.labels("api").inc()
+
+    def error(self, kind: str) -> None:
+        self._errors.labels(kind).inc()
+
+    def leading(self, leads: bool) -> None:
+        self._leader.set(1 if leads else 0)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsServer:
+    """`GET /metrics` and `GET /healthz` over plain HTTP on a daemon thread."""
+
+    def __init__(self, metrics: AdvertiserMetrics, host: str, port: int) -> None:
+        handler = _handler_for(metrics)
+        self._httpd = ThreadingHTTPServer((host, port), handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+
+    def start(self) -> None:
+        threading.Thread(
+            target=self._httpd.serve_forever, name="advertiser-metrics", daemon=True
+        ).start()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def _handler_for(metrics: AdvertiserMetrics) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        # A scrape or a probe that stalls must not hold a thread for long.
+        timeout = 5
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Probes and scrapes are not worth a log line each."""
+
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                self._answer(200, metrics.render(), CONTENT_TYPE_LATEST)
+            elif self.path == "/healthz":
+                self._answer(200, b"ok\n", "text/plain; charset=utf-8")
+            else:
+                self._answer(404, b"not found\n", "text/plain; charset=utf-8")
+
+        def _answer(self, code: int, body: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
