@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -44,6 +46,13 @@ NAME = "gpu-admission-webhook"
 TLS_SECRET = "gpu-admission-webhook-tls"
 POLICY_CONFIGMAP = "gpu-admission-policies"
 CERTS = "gpu-admission-webhook-certs"
+ADVERTISER = "gpu-vram-advertiser"
+ADVERTISER_EVENTS = "gpu-vram-advertiser-events"
+# The Lease the advertiser's replicas elect their leader with, in their own namespace.
+ADVERTISER_LEASE = "gpu-vram-advertiser"
+# Events about a cluster-scoped object (a Node) belong in this namespace.
+EVENTS_NAMESPACE = "default"
+ADVERTISE_COMMAND = ["python", "-m", "webhook", "advertise"]
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 CERT_MANAGER_GROUP = "cert-manager.io"
 # The server sets this one itself, under STATE_DIR (webhook/server/gunicorn_conf.py).
@@ -147,6 +156,14 @@ BASE_OBJECTS = {
     ("PodDisruptionBudget", NAME),
     ("MutatingWebhookConfiguration", NAME),
     ("ValidatingWebhookConfiguration", NAME),
+    ("ServiceAccount", ADVERTISER),
+    ("ClusterRole", ADVERTISER),
+    ("ClusterRoleBinding", ADVERTISER),
+    ("Role", ADVERTISER),
+    ("RoleBinding", ADVERTISER),
+    ("Role", ADVERTISER_EVENTS),
+    ("RoleBinding", ADVERTISER_EVENTS),
+    ("Deployment", ADVERTISER),
 }
 OBJECTS = {
     BASE: BASE_OBJECTS,
@@ -169,6 +186,11 @@ OBJECTS = {
     },
 }
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", *WEBHOOK_KINDS}
+# Namespaced objects outside NAMESPACE.
+ELSEWHERE = {
+    ("Role", ADVERTISER_EVENTS): EVENTS_NAMESPACE,
+    ("RoleBinding", ADVERTISER_EVENTS): EVENTS_NAMESPACE,
+}
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -177,11 +199,16 @@ def test_each_build_holds_its_objects_in_the_namespace(target: str) -> None:
     assert {(o["kind"], o["metadata"]["name"]) for o in objects} == OBJECTS[target]
     assert len(objects) == len(OBJECTS[target]), "an object appears twice"
     for manifest in objects:
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
         namespace = manifest["metadata"].get("namespace")
-        expected = None if manifest["kind"] in CLUSTER_SCOPED else NAMESPACE
+        expected = None if kind in CLUSTER_SCOPED else ELSEWHERE.get((kind, name), NAMESPACE)
         assert namespace == expected, describe(manifest)
         labels = manifest["metadata"]["labels"]
-        assert labels["app.kubernetes.io/name"] in (NAME, CERTS), describe(manifest)
+        assert labels["app.kubernetes.io/name"] in (NAME, CERTS, ADVERTISER), describe(manifest)
+        if name in (ADVERTISER, ADVERTISER_EVENTS):
+            # The base's labels name everything gpu-admission-webhook; its replacements give
+            # the advertiser's objects their own name back.
+            assert labels["app.kubernetes.io/name"] == ADVERTISER, describe(manifest)
         assert labels["app.kubernetes.io/part-of"] == NAME, describe(manifest)
 
 
@@ -517,6 +544,150 @@ def test_the_policy_configmap_holds_exactly_the_repository_policies() -> None:
     )
     for name, text in expected.items():
         assert data[name] == text
+
+
+# --- the VRAM advertiser ------------------------------------------------------------------
+
+
+def advertise_options(container: Mapping[str, Any]) -> dict[str, str]:
+    """The options of the advertiser's command line, each a flag and its value."""
+    command: list[str] = container["command"]
+    assert command[: len(ADVERTISE_COMMAND)] == ADVERTISE_COMMAND
+    assert "args" not in container
+    options = command[len(ADVERTISE_COMMAND) :]
+    assert len(options) % 2 == 0 and all(flag.startswith("--") for flag in options[::2])
+    pairs = dict(zip(options[::2], options[1::2], strict=True))
+    assert len(pairs) == len(options) // 2, "an option appears twice"
+    return pairs
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_advertiser_may_only_patch_node_status_hold_its_lease_and_record_events(
+    target: str,
+) -> None:
+    deployment = find(target, "Deployment", ADVERTISER)
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == ADVERTISER
+    assert bound_roles(target, ADVERTISER) == [
+        ("ClusterRole", ADVERTISER),
+        ("Role", ADVERTISER),
+        ("Role", ADVERTISER_EVENTS),
+    ]
+    assert rules_of(find(target, "ClusterRole", ADVERTISER)) == [
+        (("",), ("nodes",), (), ("get", "list", "watch")),
+        (("",), ("nodes/status",), (), ("patch",)),
+    ]
+    # Kubernetes cannot limit `create` by name: it covers any Lease of the namespace.
+    assert rules_of(find(target, "Role", ADVERTISER)) == [
+        (("coordination.k8s.io",), ("leases",), (), ("create",)),
+        (("coordination.k8s.io",), ("leases",), (ADVERTISER_LEASE,), ("get", "update")),
+    ]
+    assert rules_of(find(target, "Role", ADVERTISER_EVENTS)) == [
+        (("",), ("events",), (), ("create",))
+    ]
+    # The Lease is sought in the pod's own namespace (POD_NAMESPACE), and a RoleBinding grants
+    # only a Role of its own namespace.
+    for name, namespace in (
+        (ADVERTISER, deployment["metadata"]["namespace"]),
+        (ADVERTISER_EVENTS, EVENTS_NAMESPACE),
+    ):
+        assert find(target, "Role", name)["metadata"]["namespace"] == namespace, name
+        assert find(target, "RoleBinding", name)["metadata"]["namespace"] == namespace, name
+    assert deployment["metadata"]["namespace"] == NAMESPACE
+
+
+def test_the_advertiser_runs_the_advertise_command_on_the_mounted_policies() -> None:
+    pod_spec = pod_spec_of(BASE, "Deployment", ADVERTISER)
+    container = only_container(pod_spec)
+    server = only_container(pod_spec_of(BASE, "Deployment", NAME))
+    # The server's image, whose entry point is gunicorn: the command must be set.
+    assert container["image"] == server["image"]
+    options = advertise_options(container)
+    assert set(options) == {"--policies", "--metrics-bind"}
+
+    volumes = {volume["name"]: volume for volume in pod_spec["volumes"]}
+    mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+    # Directories, never subPath: kubelet's ..data swap must reach the advertiser.
+    assert all("subPath" not in mount and "subPathExpr" not in mount for mount in mounts.values())
+    policies = mounts[options["--policies"]]
+    assert policies.get("readOnly") is True
+    # Every file of the ConfigMap, so a new policy needs no edit here.
+    assert volumes[policies["name"]]["configMap"] == {"name": POLICY_CONFIGMAP}
+    # It serves no TLS: the webhook's Secret stays out of this pod.
+    assert not any("secret" in volume or "projected" in volume for volume in volumes.values())
+
+    host, _, port = options["--metrics-bind"].rpartition(":")
+    # The kubelet probes the pod's address, not its loopback.
+    assert host == "0.0.0.0"
+    assert [(p["containerPort"], p["protocol"]) for p in container["ports"]] == [(int(port), "TCP")]
+    for probe in ("readinessProbe", "livenessProbe"):
+        # /healthz for both: a follower, which patches nothing, is ready too.
+        get = container[probe]["httpGet"]
+        assert get == {"path": "/healthz", "port": int(port), "scheme": "HTTP"}, probe
+
+    # The replica's name in the Lease, and the namespace of the Lease, from the downward API.
+    assert container["env"] == [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+
+
+def test_the_advertise_command_accepts_the_flags_the_deployment_passes() -> None:
+    container = only_container(pod_spec_of(BASE, "Deployment", ADVERTISER))
+    flags = advertise_options(container)
+    # The repository's interpreter in place of the image's `python`.
+    result = subprocess.run(
+        [sys.executable, *ADVERTISE_COMMAND[1:], "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for flag in flags:
+        assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", result.stdout), flag
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_advertiser_runs_hardened(target: str) -> None:
+    pod_spec = pod_spec_of(target, "Deployment", ADVERTISER)
+    assert_hardened(pod_spec, "advertiser Deployment")
+    # It talks to the API: nodes, their status, its Lease and Events.
+    assert pod_spec["automountServiceAccountToken"] is True
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_two_advertiser_replicas_spread_apart_from_the_webhook_pods(target: str) -> None:
+    advertiser = find(target, "Deployment", ADVERTISER)
+    pod_labels = advertiser["spec"]["template"]["metadata"]["labels"]
+    # The kustomization's labels reach object metadata only, never the pod template.
+    assert pod_labels == {"app.kubernetes.io/name": ADVERTISER}
+    assert advertiser["spec"]["replicas"] == 2
+    # The Lease makes two at once safe: no Recreate, which would leave none for a while.
+    assert advertiser["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert selector_of(advertiser["spec"]["selector"]).matches(pod_labels)
+    [spread] = advertiser["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert (spread["maxSkew"], spread["whenUnsatisfiable"]) == (1, "ScheduleAnyway")
+    assert selector_of(spread["labelSelector"]).matches(pod_labels)
+
+    # The advertiser's pods must neither receive admission requests nor count as webhook
+    # replicas in its budget, and neither Deployment may adopt the other's pods.
+    webhook = find(target, "Deployment", NAME)
+    webhook_pod_labels = webhook["spec"]["template"]["metadata"]["labels"]
+    service = find(target, "Service", NAME)["spec"]
+    budget = find(target, "PodDisruptionBudget", NAME)["spec"]
+    [webhook_spread] = webhook["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    for selecting, selector in (
+        ("Service", {"matchLabels": service["selector"]}),
+        ("PodDisruptionBudget", budget["selector"]),
+        ("Deployment", webhook["spec"]["selector"]),
+        ("spread", webhook_spread["labelSelector"]),
+    ):
+        assert selector_of(selector).matches(webhook_pod_labels), selecting
+        assert not selector_of(selector).matches(pod_labels), selecting
+    assert not selector_of(advertiser["spec"]["selector"]).matches(webhook_pod_labels)
+    assert not selector_of(spread["labelSelector"]).matches(webhook_pod_labels)
 
 
 # --- the matchConditions, evaluated by the CEL runtime -------------------------------------
