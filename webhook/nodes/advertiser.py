@@ -118,7 +118,7 @@ class Advertiser:
             for node in objects:
                 name = (node.get("metadata") or {}).get("name")
                 if isinstance(name, str) and name:
-                    self._nodes[name] = node
+                    self._nodes[name] = slim(node)
             for gone in set(self._plans) - set(self._nodes):
                 self._forget(gone)
 
@@ -132,7 +132,7 @@ class Advertiser:
                 self._forget(name)
                 self._publish()
                 return
-            self._nodes[name] = obj
+            self._nodes[name] = slim(obj)
             self._reconcile(obj, Tally())
             self._publish()
 
@@ -203,7 +203,7 @@ class Advertiser:
             self._failed(node.name, error, tally)
             return
         # Held until the watch brings it, so that a resync meanwhile does not patch again.
-        self._nodes[node.name] = patched
+        self._nodes[node.name] = slim(patched)
         self._metrics.patched()
         log.info("node %s: %s", node.name, describe(changes))
         if self._events is not None:
@@ -247,3 +247,16 @@ class Advertiser:
                 if isinstance(resource_plan, Advertise):
                     advertised[resource] += 1
         self._metrics.nodes_advertised(advertised)
+
+
+def slim(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The parts of a Node that `NodeView` reads: a node's image list and conditions can be tens
+    of KiB, and the advertiser holds every node of the cluster."""
+    metadata = node.get("metadata")
+    status = node.get("status")
+    if not isinstance(metadata, Mapping) or not isinstance(status, Mapping):
+        return node  # NodeView.of says what is wrong with it
+    return {
+        "metadata": {key: metadata[key] for key in ("name", "labels") if key in metadata},
+        "status": {key: status[key] for key in ("capacity", "allocatable") if key in status},
+    }

@@ -9,8 +9,9 @@ import uuid
 from datetime import UTC, datetime
 
 from kubernetes.client import CoreV1Api
+from kubernetes.client.exceptions import ApiException
 
-from webhook.kube.api_errors import short_reason
+from webhook.kube.api_errors import HTTP_FORBIDDEN, short_reason
 
 log = logging.getLogger("webhook")
 
@@ -40,6 +41,7 @@ class NodeEvents:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": f"{node}.{uuid.uuid4().hex[:16]}", "namespace": EVENT_NAMESPACE},
+            # The kubelet, too, names a node's uid by its name in the events it records.
             "involvedObject": {"kind": "Node", "apiVersion": "v1", "name": node, "uid": node},
             "type": kind,
             "reason": reason,
@@ -55,7 +57,10 @@ class NodeEvents:
             self._core.create_namespaced_event(
                 EVENT_NAMESPACE, body, _request_timeout=EVENT_TIMEOUT
             )
-        except Exception as error:  # events are a courtesy; the patch is what counts
+        except ApiException as error:
+            if error.status != HTTP_FORBIDDEN:
+                log.debug("nodes: an event about node %s was lost: %s", node, short_reason(error))
+                return
             self._broken = True
             log.warning(
                 "nodes: events about nodes cannot be recorded (%s); going on without them "
@@ -63,3 +68,5 @@ class NodeEvents:
                 short_reason(error),
                 EVENT_NAMESPACE,
             )
+        except Exception as error:  # events are a courtesy; the patch is what counts
+            log.debug("nodes: an event about node %s was lost: %s", node, short_reason(error))
