@@ -30,6 +30,8 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures" / "node-labels"
 TOKEN = "advertiser-token"
 POOL = "gpu-admission.example.com/memory-sharing"
 VRAM = "example.com/vram"
+LEADER = "gpu_vram_advertiser_leader"
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/gpu-admission/leases/gpu-vram-advertiser"
 
 
 def node_from(fixture: str, name: str | None = None, *, pooled: bool = True) -> dict[str, Any]:
@@ -79,10 +81,14 @@ def patches(api: FakeApiServer) -> list[RecordedRequest]:
     return [r for r in api.requests() if r.method == "PATCH"]
 
 
-T4_PATCH = [
-    {"op": "add", "path": "/status/capacity/example.com~1vram", "value": "15360"},
-    {"op": "add", "path": "/status/allocatable/example.com~1vram", "value": "15360"},
-]
+def t4_patch(api: FakeApiServer) -> list[dict[str, str]]:
+    """The patch the T4 node gets: it tests the version it was planned on first."""
+    version = api.node("t4-node1")["metadata"]["resourceVersion"]
+    return [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "add", "path": "/status/capacity/example.com~1vram", "value": "15360"},
+        {"op": "add", "path": "/status/allocatable/example.com~1vram", "value": "15360"},
+    ]
 
 
 def test_dry_run_prints_each_patch_and_sends_none(
@@ -91,7 +97,7 @@ def test_dry_run_prints_each_patch_and_sends_none(
     code, out, err = advertise(environ, "--dry-run")
     assert code == 0, err
     lines = out.splitlines()
-    assert json.loads(lines[0]) == {"node": "t4-node1", "patch": T4_PATCH}
+    assert json.loads(lines[0]) == {"node": "t4-node1", "patch": t4_patch(api)}
     assert (
         lines[-1] == "2 nodes: example.com/vram on 1 advertised; would patch 1, skipped 0, failed 0"
     )
@@ -102,12 +108,13 @@ def test_dry_run_prints_each_patch_and_sends_none(
 def test_once_patches_the_status_subresource_with_a_json_patch(
     api: FakeApiServer, environ: dict[str, str]
 ) -> None:
+    expected = t4_patch(api)
     code, out, err = advertise(environ, "--once")
     assert code == 0, err
     (sent,) = patches(api)
     assert sent.path == "/api/v1/nodes/t4-node1/status"
     assert sent.content_type == JSON_PATCH
-    assert sent.body == T4_PATCH
+    assert sent.body == expected
     status = api.node("t4-node1")["status"]
     assert status["capacity"] == {
         "cpu": "8",
@@ -148,7 +155,7 @@ def test_a_node_that_leaves_the_pool_loses_the_resource(
     api.change_node("t4-node1", lambda node: node["metadata"]["labels"].pop(POOL))
     code, _, err = advertise(environ, "--once")
     assert code == 0, err
-    assert patches(api)[-1].body == [
+    assert patches(api)[-1].body[1:] == [
         {"op": "remove", "path": "/status/capacity/example.com~1vram"},
         {"op": "remove", "path": "/status/allocatable/example.com~1vram"},
     ]
@@ -241,10 +248,27 @@ def free_port() -> int:
 class Replica:
     """`python -m webhook advertise` as its Deployment runs it, in a process of its own."""
 
-    def __init__(self, environ: dict[str, str], policies: Path, name: str, log: Path) -> None:
+    def __init__(
+        self,
+        api: FakeApiServer,
+        policies: Path,
+        name: str,
+        log: Path,
+        *,
+        lease_seconds: int = 3,
+        resync_seconds: float = 300,
+    ) -> None:
         self.port = free_port()
         self.log = log
-        env = {**os.environ, **environ, "POD_NAME": name, "POD_NAMESPACE": "gpu-admission"}
+        # A token of its own, so that what it asked is told apart from the other replica's.
+        self.token = f"token-{name}"
+        kubeconfig = api.write_kubeconfig(log.with_suffix(".kubeconfig"), self.token)
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "POD_NAME": name,
+            "POD_NAMESPACE": "gpu-admission",
+        }
         for proxy in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
             env.pop(proxy, None)
         command = [
@@ -257,9 +281,9 @@ class Replica:
             "--metrics-bind",
             f"127.0.0.1:{self.port}",
             "--lease-seconds",
-            "3",
+            str(lease_seconds),
             "--resync-seconds",
-            "1",
+            str(resync_seconds),
         ]
         self._log_file = log.open("w")
         self.process = subprocess.Popen(
@@ -280,6 +304,9 @@ class Replica:
                 return float(line.split()[-1])
         return None
 
+    def asked(self, api: FakeApiServer) -> list[RecordedRequest]:
+        return [r for r in api.requests() if r.token == self.token]
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
@@ -291,35 +318,17 @@ class Replica:
         return self.log.read_text()
 
 
-@pytest.fixture
-def replicas(environ: dict[str, str], tmp_path: Path) -> Iterator[list[Replica]]:
-    started: list[Replica] = []
-    policies = tmp_path / "policies"
-    policies.mkdir()
-    (policies / "default.yaml").write_text((REPO_ROOT / "policies" / "default.yaml").read_text())
-
-    def start(name: str) -> Replica:
-        replica = Replica(environ, policies, name, tmp_path / f"{name}.log")
-        started.append(replica)
-        return replica
-
-    yield started  # type: ignore[misc]
-    for replica in started:
-        replica.stop(signal.SIGKILL)
-
-
 def capacity(api: FakeApiServer, node: str) -> str | None:
     return api.node(node)["status"]["capacity"].get(VRAM)
 
 
 def test_the_service_keeps_nodes_advertised_through_resets_and_changes(
-    api: FakeApiServer, environ: dict[str, str], tmp_path: Path
+    api: FakeApiServer, tmp_path: Path
 ) -> None:
-    policies = tmp_path / "policies"
-    policies.mkdir()
+    policies = copy_policies(tmp_path / "policies")
     policy_file = policies / "default.yaml"
-    policy_file.write_text((REPO_ROOT / "policies" / "default.yaml").read_text())
-    replica = Replica(environ, policies, "advertiser-a", tmp_path / "a.log")
+    # No resync within the test: every change must be answered by the watch or the reload.
+    replica = Replica(api, policies, "advertiser-a", tmp_path / "a.log", resync_seconds=300)
     try:
         eventually(lambda: capacity(api, "t4-node1") == "15360", timeout=15)
         assert eventually(lambda: replica.get("/healthz") == "ok\n")
@@ -337,10 +346,16 @@ def test_the_service_keeps_nodes_advertised_through_resets_and_changes(
         assert eventually(lambda: replica.metric(nodes) == 2.0)
         applied = 'gpu_vram_advertiser_patches_total{result="applied"}'
         assert eventually(lambda: replica.metric(applied) == 5.0)
-        assert replica.metric("gpu_vram_advertiser_leader") == 1.0
+        assert replica.metric(LEADER) == 1.0
         lease = api.leases()[("gpu-admission", "gpu-vram-advertiser")]
         assert lease["spec"]["holderIdentity"] == "advertiser-a"
         assert lease["spec"]["leaseDurationSeconds"] == 3
+        # A resource no policy names any more leaves every node.
+        renamed = policy_file.read_text().replace("example.com/vram", "example.com/vram-gib")
+        policy_file.write_text(renamed)
+        eventually(lambda: capacity(api, "t4-node1") is None, timeout=10)
+        eventually(lambda: api.node("t4-node1")["status"]["capacity"].get(VRAM + "-gib") == "15")
+        assert eventually(lambda: replica.metric(nodes) is None)
         # Every write is a JSON patch of a node's status, never of anything else of the node.
         node_writes = [r for r in api.requests() if r.method != "GET" and "/nodes/" in r.path]
         assert {(r.method, r.content_type) for r in node_writes} == {("PATCH", JSON_PATCH)}
@@ -348,41 +363,91 @@ def test_the_service_keeps_nodes_advertised_through_resets_and_changes(
     finally:
         code = replica.stop()
     assert code == 0, replica.output()
-    assert "nodes: stopping" in replica.output()
+    assert "nodes: SIGTERM, stopping" in replica.output()
+    # The lease is handed back, so that another replica need not wait for it to run out.
+    assert api.leases()[("gpu-admission", "gpu-vram-advertiser")]["spec"]["holderIdentity"] == ""
 
 
 def test_two_replicas_patch_one_at_a_time_and_the_second_takes_over(
-    api: FakeApiServer, replicas: list[Replica], environ: dict[str, str], tmp_path: Path
+    api: FakeApiServer, tmp_path: Path
 ) -> None:
-    first = Replica(environ, _copy_policies(tmp_path / "p1"), "advertiser-a", tmp_path / "a.log")
-    replicas.append(first)
-    eventually(lambda: capacity(api, "t4-node1") == "15360", timeout=15)
-    second = Replica(environ, _copy_policies(tmp_path / "p2"), "advertiser-b", tmp_path / "b.log")
-    replicas.append(second)
-    assert eventually(lambda: second.metric("gpu_vram_advertiser_leader") == 0.0, timeout=10)
-    # The follower neither watches nor patches: a reset stays until the leader answers it.
-    assert second.metric('gpu_vram_advertiser_patches_total{result="applied"}') == 0.0
-    first.stop(signal.SIGKILL)
-    api.change_node("t4-node1", lambda n: n["status"]["capacity"].update({VRAM: "0"}))
-    # The lease runs out (3 s unrenewed) and the second replica takes it and mends the node.
-    eventually(lambda: capacity(api, "t4-node1") == "15360", timeout=15)
-    assert second.metric("gpu_vram_advertiser_leader") == 1.0
-    lease = api.leases()[("gpu-admission", "gpu-vram-advertiser")]
-    assert lease["spec"]["holderIdentity"] == "advertiser-b"
+    first = Replica(api, copy_policies(tmp_path / "p1"), "advertiser-a", tmp_path / "a.log")
+    second = Replica(api, copy_policies(tmp_path / "p2"), "advertiser-b", tmp_path / "b.log")
+    try:
+        eventually(lambda: capacity(api, "t4-node1") == "15360", timeout=15)
+        leader, follower = (first, second) if first.metric(LEADER) == 1.0 else (second, first)
+        assert eventually(lambda: leader.metric(LEADER) == 1.0 and follower.metric(LEADER) == 0.0)
+        # A reset while both run: the leader mends it, the follower neither watches nor patches.
+        api.change_node("t4-node1", lambda n: n["status"]["capacity"].update({VRAM: "0"}))
+        eventually(lambda: capacity(api, "t4-node1") == "15360", timeout=5)
+        asked = {(r.method, r.path) for r in follower.asked(api)}
+        assert asked <= {
+            ("GET", "/api/v1/nodes"),  # the check, with limit=1, that it may list nodes
+            ("GET", LEASE_PATH),
+            ("POST", LEASE_PATH.rsplit("/", 1)[0]),
+            ("PUT", LEASE_PATH),
+        }, asked
+        assert not [r for r in follower.asked(api) if r.is_watch or r.method == "PATCH"]
+        # The leader goes away without a word; its lease runs out and the follower takes over.
+        leader.stop(signal.SIGKILL)
+        api.change_node("t4-node1", lambda n: n["status"]["capacity"].update({VRAM: "0"}))
+        eventually(lambda: capacity(api, "t4-node1") == "15360", timeout=15)
+        assert follower.metric(LEADER) == 1.0
+        lease = api.leases()[("gpu-admission", "gpu-vram-advertiser")]
+        assert lease["spec"]["holderIdentity"] == follower.token.removeprefix("token-")
+        assert lease["spec"]["leaseTransitions"] >= 1
+    finally:
+        for replica in (first, second):
+            replica.stop(signal.SIGKILL)
 
 
-def test_the_service_stops_when_rbac_refuses_the_patch(
-    api: FakeApiServer, environ: dict[str, str], tmp_path: Path
+def test_a_stopped_leader_hands_the_lease_over_at_once(api: FakeApiServer, tmp_path: Path) -> None:
+    # A 30 s lease: only a release lets the second replica lead within the test's time.
+    first = Replica(
+        api, copy_policies(tmp_path / "p1"), "advertiser-a", tmp_path / "a.log", lease_seconds=30
+    )
+    eventually(lambda: first.metric(LEADER) == 1.0, timeout=15)
+    second = Replica(
+        api, copy_policies(tmp_path / "p2"), "advertiser-b", tmp_path / "b.log", lease_seconds=30
+    )
+    try:
+        assert eventually(lambda: second.metric(LEADER) == 0.0, timeout=10)
+        assert first.stop() == 0
+        assert eventually(lambda: second.metric(LEADER) == 1.0, timeout=10)
+    finally:
+        second.stop(signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "message"),
+    [
+        (
+            "patch",
+            "nodes/status",
+            'cannot patch nodes/status: HTTP 403 nodes "t4-node1" is forbidden',
+        ),
+        (
+            "get",
+            "leases",
+            "cannot get leases.coordination.k8s.io gpu-vram-advertiser in namespace "
+            'gpu-admission: HTTP 403 leases.coordination.k8s.io "gpu-vram-advertiser" is '
+            "forbidden",
+        ),
+    ],
+)
+def test_the_service_stops_when_rbac_refuses(
+    api: FakeApiServer, tmp_path: Path, verb: str, resource: str, message: str
 ) -> None:
-    api.forbid("patch", "nodes/status")
-    replica = Replica(environ, _copy_policies(tmp_path / "p"), "advertiser-a", tmp_path / "a.log")
+    api.forbid(verb, resource)
+    replica = Replica(api, copy_policies(tmp_path / "p"), "advertiser-a", tmp_path / "a.log")
     code = replica.process.wait(20)
     replica.stop()
     assert code == 2, replica.output()
-    assert 'cannot patch nodes/status: HTTP 403 nodes "t4-node1" is forbidden' in replica.output()
+    assert message in replica.output()
+    assert "Traceback" not in replica.output()
 
 
-def _copy_policies(directory: Path) -> Path:
+def copy_policies(directory: Path) -> Path:
     directory.mkdir()
     (directory / "default.yaml").write_text((REPO_ROOT / "policies" / "default.yaml").read_text())
     return directory

@@ -87,6 +87,7 @@ class RecordedRequest:
     content_type: str | None = None
     # The JSON body decoded, or its text when it is not JSON; None without a body.
     body: Any = None
+    token: str | None = None
 
     @property
     def is_watch(self) -> bool:
@@ -116,6 +117,8 @@ def status(code: int, reason: str, message: str, details: Mapping[str, Any] | No
 class FakeApiServer:
     def __init__(self, *, token: str | None = None, first_resource_version: int = 1000) -> None:
         self.token = token
+        # More clients, each known by its own token in what it asked (RecordedRequest.token).
+        self._other_tokens: set[str] = set()
         self._lock = threading.RLock()
         # The kinds a client may list and watch, by their collection's name in the path.
         self._namespaces: dict[str, Event] = {}
@@ -176,12 +179,16 @@ class FakeApiServer:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
-    def write_kubeconfig(self, path: Path) -> Path:
+    def write_kubeconfig(self, path: Path, token: str | None = None) -> Path:
+        """A kubeconfig for this server; with `token`, for a client of its own."""
+        if token is not None:
+            with self._lock:
+                self._other_tokens.add(token)
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "tester", "user": {"token": self.token or "unused"}}],
+            "users": [{"name": "tester", "user": {"token": token or self.token or "unused"}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester"}}],
             "current-context": "fake",
         }
@@ -391,6 +398,10 @@ class FakeApiServer:
             self._hooks = [hook for hook in self._hooks if hook not in due]
         for _, _, action in due:
             action()
+
+    def knows(self, token: str | None) -> bool:
+        with self._lock:
+            return token == self.token or token in self._other_tokens
 
     def denial(self, method: str, path: str, query: Mapping[str, str]) -> Event | None:
         """The 403 Status the authorizer answers for a forbidden request, else None."""
@@ -811,8 +822,12 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
         content_type, body = self._read_body()
-        api.record(RecordedRequest(self.command, url.path, query, content_type, body))
-        if api.token is not None and self.headers.get("Authorization") != f"Bearer {api.token}":
+        authorization = self.headers.get("Authorization") or ""
+        token = (
+            authorization.removeprefix("Bearer ") if authorization.startswith("Bearer ") else None
+        )
+        api.record(RecordedRequest(self.command, url.path, query, content_type, body, token))
+        if api.token is not None and not api.knows(token):
             self._send_json(401, status(401, "Unauthorized", "Unauthorized"))
             return
         secrets = SECRETS_PATH.match(url.path)

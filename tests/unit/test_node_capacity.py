@@ -126,7 +126,8 @@ def amd_r9600d(capacity: str) -> dict[str, Any]:
         ("8", MultiGpuNodes.SUM, Advertise(8 * 32 * 1024, "")),
         ("8", MultiGpuNodes.SKIP, Withdraw("8 cards")),
         ("1", MultiGpuNodes.SKIP, Advertise(32 * 1024, "")),
-        ("0", MultiGpuNodes.SKIP, Withdraw("no AMD cards")),
+        # 0 while the device plugin registers: unknown, not "no cards".
+        ("0", MultiGpuNodes.SKIP, Leave("no card count")),
         ("eight", MultiGpuNodes.SKIP, Leave("'eight' is not a whole number")),
     ],
 )
@@ -142,6 +143,20 @@ def test_amd_cards_are_counted_by_the_device_plugin(
 
 
 T4 = "nvidia-tesla-t4-baremetal"
+
+
+def test_the_amd_labellers_count_wins_and_a_device_plugin_that_disagrees_is_named() -> None:
+    node = fixture_node("amd-mi300x-cpx-partitioned-beta-labels")
+    node["status"] = {"capacity": {"amd.com/gpu": "1"}}
+    agreed = plan_of(node, sharing("GiB")).resources[VRAM]
+    assert isinstance(agreed, Advertise) and agreed.amount == 192
+    # The partitioned MI300X: 8 partitions scheduled, 1 card of 192G labelled.
+    node["status"] = {"capacity": {"amd.com/gpu": "8"}}
+    disagreed = plan_of(node, sharing("GiB", MultiGpuNodes.SUM)).resources[VRAM]
+    assert isinstance(disagreed, Leave)
+    assert "counts 1 cards of 192G and the device plugin 8" in disagreed.problem
+
+
 MALFORMED = [
     (T4, {"nvidia.com/gpu.count": "two"}, "nvidia.com/gpu.count='two' is not a whole number"),
     (T4, {"nvidia.com/gpu.memory": "15GiB"}, "nvidia.com/gpu.memory='15GiB' is not a whole number"),
@@ -330,3 +345,26 @@ def test_a_selector_with_expressions_picks_the_pool() -> None:
     a10 = fixture_node("nvidia-a10-vm")
     assert isinstance(plan_node(NodeView.of(t4), [("t4", pool)]).resources[VRAM], Advertise)
     assert isinstance(plan_node(NodeView.of(a10), [("t4", pool)]).resources[VRAM], Withdraw)
+
+
+def test_a_patch_planned_on_an_older_node_is_refused() -> None:
+    node = node_with({"cpu": "4"}, {"cpu": "4"})
+    node["metadata"]["resourceVersion"] = "41"
+    view = NodeView.of(node)
+    operations = status_patch(view, needed_changes(view, plan_of(node)))
+    assert operations[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "41"}
+    assert jsonpatch.apply_patch(node, operations)["status"]["capacity"][VRAM] == "15360"
+    node["metadata"]["resourceVersion"] = "42"  # a kubelet wrote the node meanwhile
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(node, operations)
+
+
+def test_a_resource_no_policy_names_any_more_is_withdrawn() -> None:
+    node = node_with({"cpu": "4", "example.com/old-vram": "15"}, {"example.com/old-vram": "15"})
+    view = NodeView.of(node)
+    plan = plan_node(view, [("team", sharing())], retired=["example.com/old-vram"])
+    assert plan.resources["example.com/old-vram"] == Withdraw("no policy names it any more")
+    operations = status_patch(view, needed_changes(view, plan))
+    patched = jsonpatch.apply_patch(node, operations)
+    assert patched["status"]["capacity"] == {"cpu": "4", VRAM: "15360"}
+    assert patched["status"]["allocatable"] == {VRAM: "15360"}

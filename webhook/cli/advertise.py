@@ -147,9 +147,11 @@ def run_advertise(
         if isinstance(client, NoCluster):
             raise InputError(f"no Kubernetes API to talk to: {client.reason}")
         try:
-            nodes = _list_nodes(client)
+            # The service lists again as it starts watching: here one node shows access.
+            nodes = _list_nodes(client, limit=None if options.once else 1)
             if options.once:
                 return _once(client, options, policies, nodes, stdout, env)
+            del nodes
             return _serve(client, options, env)
         finally:
             client.close()
@@ -222,16 +224,18 @@ def _serve(client: Any, options: AdvertiseOptions, env: Mapping[str, str]) -> in
     return service.run(store)
 
 
-def _list_nodes(client: Any) -> list[Mapping[str, Any]]:
-    """Every node, or an InputError that says why the API cannot be used."""
+def _list_nodes(client: Any, limit: int | None) -> list[Mapping[str, Any]]:
+    """The nodes (`limit` of them, or all), or an InputError that says why the API cannot be
+    used."""
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
 
     from webhook.kube.api_errors import HTTP_FORBIDDEN, short_reason
 
     try:
+        options: dict[str, Any] = {"limit": limit} if limit else {}
         response = CoreV1Api(client).list_node(
-            _preload_content=False, _request_timeout=LIST_TIMEOUT
+            _preload_content=False, _request_timeout=LIST_TIMEOUT, **options
         )
         listing = json.loads(response.data)
     except ApiException as error:

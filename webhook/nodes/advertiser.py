@@ -38,6 +38,7 @@ from webhook.policy.model import Policy
 log = logging.getLogger("webhook")
 
 JSON_PATCH = "application/json-patch+json"
+HTTP_UNPROCESSABLE = 422
 PATCH_TIMEOUT = (5.0, 10.0)
 
 
@@ -78,6 +79,7 @@ class Advertiser:
         dry_run: bool = False,
         out: TextIO | None = None,
         on_fatal: Callable[[str], None] | None = None,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._core = core
         self._policies = policies
@@ -86,6 +88,11 @@ class Advertiser:
         self._dry_run = dry_run
         self._out = out
         self._on_fatal = on_fatal
+        self._stopping = stopping
+        # The VRAM resources of the policies last served: one that no policy names any more is
+        # withdrawn from every node, once this process has seen a policy name it.
+        self._owned: set[str] = set()
+        self._named: set[str] = set()
         self._lock = threading.Lock()
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._plans: dict[str, NodePlan] = {}
@@ -143,7 +150,9 @@ class Advertiser:
         tally = Tally()
         with self._lock:
             for node in list(self._nodes.values()):
-                self._reconcile(node, tally)
+                if self._stopping() or not self._reconcile(node, tally):
+                    # An API that does not answer would cost each remaining node a timeout.
+                    break
             self._publish()
         return tally
 
@@ -160,27 +169,32 @@ class Advertiser:
 
     # --- one node ----------------------------------------------------------------------------
 
-    def _reconcile(self, node_object: Mapping[str, Any], tally: Tally) -> None:
+    def _reconcile(self, node_object: Mapping[str, Any], tally: Tally) -> bool:
+        """Bring one node in line; False when the API did not answer, so the pass should end."""
         try:
             node = NodeView.of(node_object)
         except MalformedNode as error:
             log.warning("nodes: %s; skipped", error)
             tally.skipped += 1
-            return
+            return True
         tally.nodes += 1
-        plan = plan_node(node, sharing_policies(self._policies()))
+        policies = sharing_policies(self._policies())
+        named = {sharing.vram_resource for _, sharing in policies}
+        self._owned |= named
+        self._named = named
+        plan = plan_node(node, policies, retired=self._owned - named)
         self._plans[node.name] = plan
         self._say(plan)
         self._count(plan, tally)
         changes = needed_changes(node, plan)
         if not changes:
-            return
+            return True
         operations = status_patch(node, changes)
         tally.patched += 1
         if self._dry_run:
             assert self._out is not None
             self._out.write(json.dumps({"node": node.name, "patch": operations}) + "\n")
-            return
+            return True
         try:
             response = self._core.patch_node_status(
                 node.name,
@@ -197,17 +211,24 @@ class Advertiser:
                     f"cannot patch nodes/status: {short_reason(error)}: grant the verb patch "
                     "on the resource nodes/status (deploy/base/advertiser-rbac.yaml)"
                 ) from None
+            if error.status == HTTP_UNPROCESSABLE:
+                # The node changed since it was read (the patch tests its resourceVersion):
+                # the watch brings the change, and the node is planned again then.
+                tally.patched -= 1
+                log.debug("node %s: changed meanwhile; waiting for the watch", node.name)
+                return True
             self._failed(node.name, error, tally)
-            return
+            return True
         except Exception as error:  # a dead connection: the next event or resync tries again
             self._failed(node.name, error, tally)
-            return
+            return False
         # Held until the watch brings it, so that a resync meanwhile does not patch again.
         self._nodes[node.name] = slim(patched)
         self._metrics.patched()
         log.info("node %s: %s", node.name, describe(changes))
         if self._events is not None:
             self._events.advertised(node.name, describe(changes))
+        return True
 
     def _failed(self, name: str, error: BaseException, tally: Tally) -> None:
         tally.failed += 1
@@ -240,11 +261,10 @@ class Advertiser:
         self._said.pop(name, None)
 
     def _publish(self) -> None:
-        advertised: dict[str, int] = {}
+        advertised = dict.fromkeys(self._named, 0)
         for plan in self._plans.values():
             for resource, resource_plan in plan.resources.items():
-                advertised.setdefault(resource, 0)
-                if isinstance(resource_plan, Advertise):
+                if isinstance(resource_plan, Advertise) and resource in advertised:
                     advertised[resource] += 1
         self._metrics.nodes_advertised(advertised)
 
@@ -257,6 +277,8 @@ def slim(node: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(metadata, Mapping) or not isinstance(status, Mapping):
         return node  # NodeView.of says what is wrong with it
     return {
-        "metadata": {key: metadata[key] for key in ("name", "labels") if key in metadata},
+        "metadata": {
+            key: metadata[key] for key in ("name", "labels", "resourceVersion") if key in metadata
+        },
         "status": {key: status[key] for key in ("capacity", "allocatable") if key in status},
     }

@@ -38,12 +38,16 @@ class AdvertiserMetrics:
         self._leader = Gauge(
             f"{PREFIX}_leader", "1 while this replica holds the lease", registry=self.registry
         )
+        self._resources: set[str] = set()
         for result in ("applied", "failed"):
             self._patches.labels(result)
         for kind in ERROR_KINDS:
             self._errors.labels(kind)
 
     def nodes_advertised(self, by_resource: Mapping[str, int]) -> None:
+        for resource in self._resources - set(by_resource):
+            self._nodes.remove(resource)
+        self._resources = set(by_resource)
         for resource, count in by_resource.items():
             self._nodes.labels(resource).set(count)
 

@@ -83,7 +83,7 @@ def read_gpus(
 def _stated(value: str) -> NodeGpus:
     if not WHOLE_NUMBER.match(value):
         return Unreadable(f"{OVERRIDE_LABEL}={value!r} is not a whole number of MiB")
-    return Cards(1, int(value), f"{OVERRIDE_LABEL}={value}", stated=True)
+    return Cards(1, int(value), f"{OVERRIDE_LABEL}={value} MiB", stated=True)
 
 
 def _mig(labels: Mapping[str, str]) -> str | None:
@@ -111,7 +111,7 @@ def _nvidia(labels: Mapping[str, str], sharing: Sharing) -> NodeGpus:
     if isinstance(memory, Unreadable):
         return memory
     if memory:
-        return Cards(count, memory, f"{count} x {GFD_MEMORY}={memory}", model)
+        return Cards(count, memory, f"{count} x {GFD_MEMORY}={memory} MiB", model)
     known = sharing.models.get(model) if model is not None else None
     if known is None:
         said = "missing" if memory is None else "0"
@@ -119,7 +119,8 @@ def _nvidia(labels: Mapping[str, str], sharing: Sharing) -> NodeGpus:
             f"{GFD_MEMORY} is {said} and {sharing.model_label}={model or '(none)'} is not in the "
             "policy's models"
         )
-    return Cards(count, known.memory_mib, f"{count} x the catalogue's {model}", model)
+    how = f"{count} x the catalogue's {model} ({known.memory_mib} MiB)"
+    return Cards(count, known.memory_mib, how, model)
 
 
 def _amd(labels: Mapping[str, str], capacity: Mapping[str, object]) -> NodeGpus | None:
@@ -143,17 +144,26 @@ def _amd(labels: Mapping[str, str], capacity: Mapping[str, object]) -> NodeGpus 
     if parsed is None:
         return Unreadable(f"AMD VRAM {size!r} is not a size in G (GiB)")
     card_mib = int(parsed["gib"]) * MIB_PER_GIB
+    labelled = by_size.get(size)
     advertised = capacity.get(AMD_GPU_RESOURCE)
-    count = str(advertised) if advertised is not None else by_size.get(size)
+    counted = None if advertised is None or str(advertised) == "0" else str(advertised)
+    # The labeller's own count describes the size it labels; the device plugin's is a fallback
+    # (0 while it registers, which must not read as "no cards").
+    count = labelled if labelled is not None else counted
     if count is None:
         return Unreadable(
             f"the AMD labels give no card count and status.capacity has no {AMD_GPU_RESOURCE}"
+        )
+    if labelled is not None and counted is not None and labelled != counted:
+        return Unreadable(
+            f"the AMD labeller counts {labelled} cards of {size} and the device plugin "
+            f"{counted}: state the node's VRAM with {OVERRIDE_LABEL}"
         )
     if not WHOLE_NUMBER.match(count):
         return Unreadable(f"the AMD card count {count!r} is not a whole number")
     if int(count) == 0:
         return NoCards("no AMD cards (the count is 0)")
-    return Cards(int(count), card_mib, f"{count} x AMD VRAM {size}")
+    return Cards(int(count), card_mib, f"{count} x AMD VRAM {size} ({card_mib} MiB)")
 
 
 def _whole(labels: Mapping[str, str], key: str) -> int | Unreadable | None:

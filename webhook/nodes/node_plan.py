@@ -34,6 +34,7 @@ class NodeView:
     labels: Mapping[str, str]
     capacity: Mapping[str, Any] | None
     allocatable: Mapping[str, Any] | None
+    resource_version: str | None = None
 
     @classmethod
     def of(cls, node: Mapping[str, Any]) -> NodeView:
@@ -48,7 +49,8 @@ class NodeView:
         maps = [status.get(key) for key in STATUS_MAPS]
         if any(value is not None and not isinstance(value, Mapping) for value in maps):
             raise MalformedNode(f"node {name}: status.capacity and allocatable must be objects")
-        return cls(name, labels, maps[0], maps[1])
+        version = metadata.get("resourceVersion")
+        return cls(name, labels, maps[0], maps[1], version if isinstance(version, str) else None)
 
     def status_map(self, key: str) -> Mapping[str, Any] | None:
         return self.capacity if key == "capacity" else self.allocatable
@@ -89,8 +91,11 @@ def sharing_policies(policies: Iterable[Policy]) -> list[tuple[str, Sharing]]:
     return [(policy.name, policy.sharing) for policy in policies if policy.sharing is not None]
 
 
-def plan_node(node: NodeView, policies: Sequence[tuple[str, Sharing]]) -> NodePlan:
-    """What `node` should advertise of each VRAM resource the `(name, sharing)` pairs name."""
+def plan_node(
+    node: NodeView, policies: Sequence[tuple[str, Sharing]], retired: Iterable[str] = ()
+) -> NodePlan:
+    """What `node` should advertise of each VRAM resource the `(name, sharing)` pairs name, and
+    of the `retired` resources that policies named before and name no more: nothing."""
     proposals: dict[str, list[tuple[str, ResourcePlan]]] = {}
     warnings: list[str] = []
     for name, sharing in policies:
@@ -102,7 +107,10 @@ def plan_node(node: NodeView, policies: Sequence[tuple[str, Sharing]]) -> NodePl
         proposals[sharing.vram_resource].append((name, plan))
         if warning:
             warnings.append(f'policy "{name}": {warning}')
-    resources = {resource: _settle(resource, proposed) for resource, proposed in proposals.items()}
+    resources: dict[str, ResourcePlan] = {
+        resource: Withdraw("no policy names it any more") for resource in retired
+    }
+    resources |= {resource: _settle(resource, proposed) for resource, proposed in proposals.items()}
     problems = tuple(plan.problem for plan in resources.values() if isinstance(plan, Leave))
     return NodePlan(node.name, resources, tuple(warnings), problems)
 
@@ -117,7 +125,7 @@ def _policy_plan(node: NodeView, sharing: Sharing) -> tuple[ResourcePlan, str | 
         reason = f"{gpus.count} cards, and the policy's nodes.multiGPU is Skip"
         return Withdraw(reason), f"{reason}: nothing advertised"
     per_card = gpus.card_mib // sharing.mib_per_unit
-    how = f"{gpus.source} MiB, in {sharing.unit}"
+    how = f"{gpus.source}, in {sharing.unit}"
     warning = _catalogue_warning(gpus, sharing)
     if gpus.count > 1 and not gpus.stated:
         spread = f"{gpus.count} cards summed (nodes.multiGPU: Sum): shares may add up past one card"
@@ -169,8 +177,13 @@ def status_patch(
     node: NodeView, changes: Mapping[str, Advertise | Withdraw]
 ) -> list[dict[str, Any]]:
     """The JSON patch (RFC 6902) of `nodes/status` that makes `changes`, touching no other
-    resource: `add` sets a member whether or not it is there, `remove` only one that is."""
+    resource: `add` sets a member whether or not it is there, `remove` only one that is. It
+    first tests the node's resourceVersion, so a patch planned on a node that has changed
+    since (a kubelet's write, a stale watch event) is refused rather than applied."""
     operations: list[dict[str, Any]] = []
+    if node.resource_version is not None:
+        pointer = JsonPointer.from_parts(["metadata", "resourceVersion"]).path
+        operations.append({"op": "test", "path": pointer, "value": node.resource_version})
     for key in STATUS_MAPS:
         current = node.status_map(key)
         whole_map: dict[str, str] = {}

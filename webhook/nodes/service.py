@@ -1,8 +1,10 @@
 """`python -m webhook advertise` as a service: hold the lease, watch nodes and the policy
 directory, and keep every node's VRAM resource right until SIGTERM.
 
-A fault that retrying cannot mend (RBAC that refuses the patch, a lost lease) ends the process
-with a message that says what is missing; its Deployment starts it again.
+A fault that retrying cannot mend (RBAC that refuses the patch or the Lease, a lost Lease) ends
+the process with a message that says what is missing; its Deployment starts it again. SIGTERM
+stops the work, waits for it (bounded) and releases the Lease, so the other replica takes over
+at once.
 """
 
 from __future__ import annotations
@@ -10,8 +12,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -21,7 +22,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 from webhook.kube.informer import Informer
 from webhook.nodes.advertiser import Advertiser
 from webhook.nodes.advertiser_metrics import AdvertiserMetrics, MetricsServer
-from webhook.nodes.leadership import LeaseTerms, lead
+from webhook.nodes.leadership import Elector, LeaseTerms
 from webhook.nodes.node_events import NodeEvents
 from webhook.periodically import Periodically
 from webhook.policy.store import PolicyStore, ReloadStatus, ServedSet
@@ -30,6 +31,9 @@ log = logging.getLogger("webhook")
 
 POLICY_POLL_SECONDS = 2.0
 INFORMER_STOP_SECONDS = 2.0
+# Within the Deployment's grace period of 15 s, with the Lease's release after it.
+STOP_SECONDS = 8.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 LOST_LEASE = 1
 FATAL = 2
 
@@ -43,10 +47,6 @@ class ServiceOptions:
     metrics_bind: tuple[str, int] | None
 
 
-class Stopping(Exception):
-    """Raised in the main thread by SIGTERM or SIGINT, or by a fault on another thread."""
-
-
 class NodeService:
     def __init__(self, api_client: ApiClient, options: ServiceOptions) -> None:
         self._api_client = api_client
@@ -54,12 +54,14 @@ class NodeService:
         self._core = CoreV1Api(api_client)
         self.metrics = AdvertiserMetrics()
         self._stop = threading.Event()
-        self._exit_code = 0
+        self._exit_lock = threading.Lock()
+        self._exit_code: int | None = None
         self._store: PolicyStore | None = None
         self._advertiser: Advertiser | None = None
 
     def run(self, store: PolicyStore) -> int:
-        """Serve until stopped; the exit code. `store` holds the policies, loaded already."""
+        """Serve until SIGTERM or SIGINT, or a fault retrying cannot mend; the exit code.
+        `store` holds the policies, loaded already."""
         self._store = store
         self._advertiser = Advertiser(
             self._core,
@@ -67,22 +69,39 @@ class NodeService:
             metrics=self.metrics,
             events=NodeEvents(self._core, self._options.identity),
             on_fatal=self._fatal,
+            stopping=self._stop.is_set,
         )
         metrics_server = self._metrics_server()
+        previous = {sig: signal.signal(sig, self._signalled) for sig in STOP_SIGNALS}
+        stop_work: Callable[[], None]
+        if self._options.lease is None:
+            work = threading.Thread(target=self._work, args=(self._stop,), name="advertiser")
+            work.start()
+            stop_work = lambda: work.join(STOP_SECONDS)  # noqa: E731
+        else:
+            elector = Elector(
+                self._api_client,
+                self._options.lease,
+                while_leading=self._lead,
+                on_lost=self._lost,
+                on_refused=self._fatal,
+            )
+            elector.start()
+            stop_work = lambda: elector.stop(STOP_SECONDS)  # noqa: E731
         try:
-            with _stopped_by_signals():
-                if self._options.lease is None:
-                    self._work()
-                else:
-                    lead(self._api_client, self._options.lease, self._lead, self._lost)
-                    self._stop.wait()
-        except Stopping:
-            log.info("nodes: stopping")
+            # A timed wait, so that the signal handler runs promptly in this thread.
+            while not self._stop.wait(1.0):
+                pass
         finally:
             self._stop.set()
+            stop_work()
+            self.metrics.leading(False)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             if metrics_server is not None:
                 metrics_server.stop()
-        return self._exit_code
+        log.info("nodes: stopped")
+        return self._exit_code or 0
 
     def policies_observed(self, result: object, current: ServedSet, status: ReloadStatus) -> None:
         """The policy store's observer: a new set may move nodes in or out of pools."""
@@ -91,21 +110,34 @@ class NodeService:
             if tally is not None:
                 log.info("nodes: the policies changed; %s", tally.summary(dry_run=False))
 
-    def _lead(self) -> None:
-        self.metrics.leading(True)
-        log.info("nodes: leading as %s", self._options.identity)
-        self._work()
-
-    def _lost(self) -> None:
-        self.metrics.leading(False)
-        if self._stop.is_set():
-            return
-        log.error("nodes: the lease was lost; stopping so that one replica patches at a time")
-        self._exit_code = LOST_LEASE
+    def _signalled(self, signum: int, frame: FrameType | None) -> None:
+        log.info("nodes: %s, stopping", signal.Signals(signum).name)
         self._stop.set()
 
-    def _work(self) -> None:
-        """Watch nodes and the policies until stopped."""
+    def _lead(self, leading_stop: threading.Event) -> None:
+        self.metrics.leading(True)
+        try:
+            self._work(leading_stop)
+        finally:
+            self.metrics.leading(False)
+
+    def _lost(self) -> None:
+        self._end(LOST_LEASE, "the lease was lost; stopping so that one replica patches at a time")
+
+    def _fatal(self, message: str) -> None:
+        self._end(FATAL, message)
+
+    def _end(self, code: int, message: str) -> None:
+        """The first fault decides the exit code; the main thread wakes and stops the rest."""
+        with self._exit_lock:
+            if self._exit_code is not None or self._stop.is_set():
+                return
+            self._exit_code = code
+        log.error("nodes: %s", message)
+        self._stop.set()
+
+    def _work(self, stop: threading.Event) -> None:
+        """Watch nodes and the policies until `stop` is set."""
         assert self._store is not None and self._advertiser is not None
         informer = Informer(self._core.list_node, self._advertiser, what="nodes")
         watcher = self._store.start_watching(POLICY_POLL_SECONDS)
@@ -119,18 +151,11 @@ class NodeService:
         informer.start()
         resync.start()
         try:
-            self._stop.wait()
+            stop.wait()
         finally:
-            resync.stop()
-            watcher.stop()
             informer.stop(INFORMER_STOP_SECONDS)
-
-    def _fatal(self, message: str) -> None:
-        log.error("nodes: %s", message)
-        self._exit_code = FATAL
-        self._stop.set()
-        # Wake the main thread wherever it waits (the elector sleeps between tries).
-        signal.raise_signal(signal.SIGTERM)
+            resync.stop(INFORMER_STOP_SECONDS)
+            watcher.stop(INFORMER_STOP_SECONDS)
 
     def _metrics_server(self) -> MetricsServer | None:
         if self._options.metrics_bind is None:
@@ -140,16 +165,3 @@ class NodeService:
         server.start()
         log.info("nodes: metrics on http://%s:%d/metrics", host, server.port)
         return server
-
-
-@contextmanager
-def _stopped_by_signals() -> Iterator[None]:
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise Stopping(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
