@@ -145,3 +145,13 @@ def test_counts_from_many_threads_are_all_kept() -> None:
     assert tallied.counts == {("mutate", "Pod", "allowed", ""): per_thread * threads}
     assert sum(tallied.durations["mutate"].per_bucket) == per_thread * threads
     assert tally.take().counts == {}
+
+
+def test_a_scrape_says_what_the_outcome_caches_hold() -> None:
+    held = [4321]
+    metrics = WebhookMetrics(cached_bytes=lambda: held[0])
+    body, _ = metrics.render(None)
+    assert b"\ngpu_webhook_outcome_cache_bytes 4321.0\n" in body
+    held[0] = 99
+    body, _ = metrics.render(None)
+    assert b"\ngpu_webhook_outcome_cache_bytes 99.0\n" in body

@@ -309,7 +309,10 @@ def test_a_value_serves_only_the_very_object_it_was_derived_from() -> None:
 def test_every_shipped_review_gets_the_same_answer_the_second_time() -> None:
     policies = PolicySet.load(REPO_POLICIES)
     for folder in sorted(SHIPPED.iterdir()):
-        request = read_request(decode_envelope((folder / "review.json").read_bytes()))
+        envelope = decode_envelope((folder / "review.json").read_bytes())
+        if envelope.too_deep:
+            continue  # refused before anything is decided
+        request = read_request(envelope)
         first = decide(request, policies, "mutate")
         second = decide(copy.deepcopy(request), policies, "mutate")
         assert second == first, folder.name

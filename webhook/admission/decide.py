@@ -9,7 +9,12 @@ from webhook.admission.verdict import Verdict
 from webhook.bounded_cache import BoundedCache
 from webhook.engine.evaluate import Mode, PodOutcome
 from webhook.engine.gpu_requests import asks_for
-from webhook.engine.outcome_cache import DEFAULT_MAX_ENTRIES, OutcomeCache
+from webhook.engine.outcome_cache import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_ENTRIES,
+    ENTRY_OVERHEAD_BYTES,
+    OutcomeCache,
+)
 from webhook.engine.pod_spec import MalformedObject, labels_in, pod_parts
 from webhook.engine.workloads import PodTemplateLocation, pod_template_location
 from webhook.policy.model import Policy
@@ -21,7 +26,15 @@ _NO_CLUSTER = NoCluster()
 # Shared by the threads of a process: the pods of one workload are judged once.
 _OUTCOMES = OutcomeCache()
 # Owned by the outcome each was made from, keyed by the warnings that lead it.
-_ALLOWING_VERDICTS: BoundedCache[tuple[str, ...], Verdict] = BoundedCache(DEFAULT_MAX_ENTRIES)
+# Each keeps its outcome alive, so it is bounded in bytes as the outcomes are.
+_ALLOWING_VERDICTS: BoundedCache[tuple[str, ...], Verdict] = BoundedCache(
+    DEFAULT_MAX_ENTRIES, DEFAULT_MAX_BYTES
+)
+
+
+def cached_bytes() -> int:
+    """An estimate of the bytes this process's outcome and verdict caches hold."""
+    return _OUTCOMES.weight + _ALLOWING_VERDICTS.weight
 
 
 def decide(
@@ -72,8 +85,14 @@ def decide(
     verdict = _ALLOWING_VERDICTS.get(outcome, warnings)
     if verdict is None:
         verdict = _allowing_verdict(outcome, policy, warnings)
-        _ALLOWING_VERDICTS.put(outcome, warnings, verdict)
+        _ALLOWING_VERDICTS.put(outcome, warnings, verdict, _verdict_weight(outcome, warnings))
     return verdict
+
+
+def _verdict_weight(outcome: PodOutcome, warnings: tuple[str, ...]) -> int:
+    """The outcome it keeps alive, and its answer text (the patch in base64, the warnings)."""
+    patch = sum(len(repr(operation)) for operation in outcome.operations)
+    return ENTRY_OVERHEAD_BYTES + 3 * patch + 2 * sum(len(warning) for warning in warnings)
 
 
 def _allowing_verdict(outcome: PodOutcome, policy: Policy, warnings: tuple[str, ...]) -> Verdict:

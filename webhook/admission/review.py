@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
+from webhook.admission.input_bounds import MAX_NESTING_DEPTH, nested_too_deeply
 from webhook.admission.verdict import Verdict
 
 SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
@@ -33,6 +34,8 @@ class ReviewEnvelope:
     api_version: str
     uid: str
     request: dict[str, Any]
+    # Deeper than input_bounds allows: answered with a denial that says so, never read.
+    too_deep: bool = False
 
 
 @dataclass(slots=True)
@@ -71,10 +74,15 @@ def decode_envelope(body: bytes) -> ReviewEnvelope:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise ReviewDecodeError("request.uid is missing or not a string")
-    return ReviewEnvelope(api_version, uid, request)
+    return ReviewEnvelope(api_version, uid, request, nested_too_deeply(body, request))
 
 
 def read_request(envelope: ReviewEnvelope) -> AdmissionRequest:
+    if envelope.too_deep:
+        raise MalformedRequest(
+            f"the request nests objects and arrays more than {MAX_NESTING_DEPTH} levels deep; "
+            "no Kubernetes object does"
+        )
     raw = envelope.request
     kind = raw.get("kind")
     if type(kind) is not dict:

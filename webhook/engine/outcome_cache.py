@@ -20,17 +20,29 @@ from webhook.policy.model import Policy
 
 # A few hundred distinct pod shapes cover a large cluster's workloads; an entry is a few KiB.
 DEFAULT_MAX_ENTRIES = 1024
+# What the entries of one worker may weigh together: a key is the pod's engine input, which a
+# client chooses, so distinct large pods would otherwise fill 1,024 entries of their size.
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+# What an outcome weighs besides its key and its operations: the objects that hold them.
+ENTRY_OVERHEAD_BYTES = 1024
 
 _Key = tuple[Mode, PodTemplateLocation, str]
 
 
 class OutcomeCache:
-    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+    def __init__(
+        self, max_entries: int = DEFAULT_MAX_ENTRIES, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         # Owned by the governing policy: a reloaded set brings new objects.
-        self._entries: BoundedCache[_Key, PodOutcome] = BoundedCache(max_entries)
+        self._entries: BoundedCache[_Key, PodOutcome] = BoundedCache(max_entries, max_bytes)
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def weight(self) -> int:
+        """An estimate of the bytes the entries hold: their keys, operations and messages."""
+        return self._entries.weight
 
     def evaluate(
         self,
@@ -48,5 +60,14 @@ class OutcomeCache:
             pod = PodView.of_parts(location, parts)
             outcome = replace(evaluate_pod(obj, location, policy, mode, pod), document=None)
             if text is not None:
-                self._entries.put(policy, (mode, location, text), outcome)
+                self._entries.put(policy, (mode, location, text), outcome, _weight(text, outcome))
         return outcome
+
+
+def _weight(text: str, outcome: PodOutcome) -> int:
+    """Bytes an entry holds, roughly: its key text twice (the string, and the objects read from
+    it that the outcome keeps), its patch values and its messages. Made on a miss only."""
+    held = 2 * len(text) + ENTRY_OVERHEAD_BYTES
+    held += sum(len(repr(operation)) for operation in outcome.operations)
+    held += sum(len(message) for message in outcome.warnings)
+    return held + sum(len(violation.message) for violation in outcome.violations)

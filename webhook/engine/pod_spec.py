@@ -16,6 +16,11 @@ from webhook.field_paths import format_field
 
 ContainerList = Literal["initContainers", "containers"]
 CONTAINER_LISTS: tuple[ContainerList, ...] = ("initContainers", "containers")
+# The apiserver's TotalAnnotationSizeLimitB: keys and values together, in bytes.
+MAX_ANNOTATION_BYTES = 256 * 1024
+# Containers and init containers read in one pod: far beyond any real pod, and a bound on the
+# work one review can cause.
+MAX_CONTAINERS = 500
 
 
 class MalformedObject(ValueError):
@@ -191,7 +196,25 @@ class PodParts(NamedTuple):
 def pod_parts(obj: Mapping[str, Any], location: PodTemplateLocation) -> PodParts:
     metadata = _resolve(obj, location.metadata)
     annotations = _mapping(metadata, "annotations", location.metadata)
+    if annotations and _annotation_bytes(annotations) > MAX_ANNOTATION_BYTES:
+        # The apiserver's own limit and words: such an object is never stored anyway.
+        raise MalformedObject(
+            (*location.metadata, "annotations"),
+            f"Too long: must have at most {MAX_ANNOTATION_BYTES} bytes",
+        )
     return PodParts(metadata, annotations, _resolve(obj, location.spec))
+
+
+def _annotation_bytes(annotations: Mapping[str, Any]) -> int:
+    chars = sum(
+        len(key) + (len(value) if type(value) is str else 0) for key, value in annotations.items()
+    )
+    if chars * 4 <= MAX_ANNOTATION_BYTES:
+        return chars  # UTF-8 takes at most four bytes a character
+    return sum(
+        len(key.encode()) + (len(value.encode()) if type(value) is str else 0)
+        for key, value in annotations.items()
+    )
 
 
 def engine_input(location: PodTemplateLocation, parts: PodParts) -> str | None:
@@ -242,8 +265,15 @@ def _sent_list(spec: Mapping[str, Any], key: str) -> list[Any]:
 
 def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Container, ...]:
     containers: list[Container] = []
-    for kind in CONTAINER_LISTS:
-        for index, raw in enumerate(_list(spec, kind, spec_path)):
+    lists = [(kind, _list(spec, kind, spec_path)) for kind in CONTAINER_LISTS]
+    count = sum(len(found) for _, found in lists)
+    if count > MAX_CONTAINERS:
+        raise MalformedObject(
+            (*spec_path, "containers"),
+            f"{count} containers and init containers: at most {MAX_CONTAINERS} are admitted",
+        )
+    for kind, found in lists:
+        for index, raw in enumerate(found):
             # Type tests first, and the paths for a message only when one fails: every pod
             # passes here.
             if type(raw) is not dict or type(raw.get("name")) is not str:
@@ -261,7 +291,24 @@ def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Containe
                     limits = _mapping(resources, "limits", resources_path)
                     requests = _mapping(resources, "requests", resources_path)
             containers.append(Container(kind, index, raw["name"], spec_path, raw, limits, requests))
+    if len({container.name for container in containers}) < len(containers):
+        _refuse_duplicate_names(containers)
     return tuple(containers)
+
+
+def _refuse_duplicate_names(containers: list[Container]) -> NoReturn:
+    """A pod's containers and init containers share one namespace of names, which the
+    engine's record and patches rely on: the apiserver refuses duplicates too, after us."""
+    first: dict[str, Container] = {}
+    for container in containers:
+        earlier = first.setdefault(container.name, container)
+        if earlier is not container:
+            raise MalformedObject(
+                (*container.path, "name"),
+                f'Duplicate value: "{container.name}" (also {format_field(earlier.path)}): '
+                "give each container and init container a name of its own",
+            )
+    raise AssertionError("no duplicate found")
 
 
 def _refuse_container(path: Path, raw: Any) -> NoReturn:

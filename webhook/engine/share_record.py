@@ -18,6 +18,10 @@ from typing import Any
 
 from webhook.policy.defaults import SHARES_ANNOTATION
 
+# The record of a pod with as many containers as the engine reads, with room to spare; a longer
+# one was not written by this webhook.
+MAX_RECORD_CHARS = 256 * 1024
+
 
 @dataclass(frozen=True)
 class ContainerShare:
@@ -38,7 +42,7 @@ class ShareRecord:
         """The record in `annotations`; one that does not parse counts as none, so that the
         pod is judged afresh rather than refused for an annotation a person edited."""
         text = annotations.get(SHARES_ANNOTATION)
-        if not isinstance(text, str):
+        if not isinstance(text, str) or len(text) > MAX_RECORD_CHARS:
             return cls()
         try:
             data = json.loads(text)
@@ -55,7 +59,8 @@ class ShareRecord:
                 },
                 runtime_class_name=_optional_string(data.get("runtimeClassName")),
             )
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            # RecursionError: JSON nested deeper than the decoder, or str(), will go.
             return cls()
 
     def encode(self) -> str:

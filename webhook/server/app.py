@@ -12,6 +12,7 @@ from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from webhook.admission.answer import judge
+from webhook.admission.decide import cached_bytes
 from webhook.admission.review import ReviewDecodeError, ReviewEnvelope, decode_envelope
 from webhook.kube.on_demand_labels import OnDemandLabelSource
 from webhook.policy.namespace_labels import NamespaceLabelSource
@@ -37,7 +38,7 @@ def create_app(
     raises PolicyLoadError, so a server never starts on a half-read policy. Namespace labels
     come from the Kubernetes API as settings.namespace_labels says, unless given."""
     settings = settings or Settings.from_environ()
-    metrics = WebhookMetrics(settings.cert_file)
+    metrics = WebhookMetrics(settings.cert_file, cached_bytes)
     observers: list[ReloadObserver] = [metrics]
     labels = namespace_labels
     if labels is None:

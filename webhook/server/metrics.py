@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,9 @@ def kind_label(group: str, kind: str) -> str:
 
 
 class WebhookMetrics:
-    def __init__(self, cert_file: Path | None = None) -> None:
+    def __init__(
+        self, cert_file: Path | None = None, cached_bytes: Callable[[], int] | None = None
+    ) -> None:
         multiprocess_dir = os.environ.get(MULTIPROCESS_DIR_VARIABLE)
         self._shared = bool(multiprocess_dir)
         self.registry = CollectorRegistry()
@@ -91,6 +93,15 @@ class WebhookMetrics:
         )
         for result in ("success", "failure"):
             self.policy_reloads.labels(result=result)
+        # "livesum": what the live workers hold together.
+        self.outcome_cache_bytes = Gauge(
+            "gpu_webhook_outcome_cache_bytes",
+            "An estimate of the bytes the outcome and verdict caches of the workers hold (each "
+            "worker's are bounded at 16 MiB of the estimate each).",
+            registry=own,
+            multiprocess_mode="livesum",
+        )
+        self._cached_bytes = cached_bytes
 
         self.admissions = Counter(
             "gpu_webhook_admissions_total",
@@ -159,6 +170,8 @@ class WebhookMetrics:
         the metrics files) is logged and never reaches an answer."""
         tallied = self._tally.take()
         try:
+            if self._cached_bytes is not None:
+                self.outcome_cache_bytes.set(self._cached_bytes())
             for labels, times in tallied.counts.items():
                 self._admission_count(*labels).inc(times)
             for endpoint, durations in tallied.durations.items():
