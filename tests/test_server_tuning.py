@@ -6,7 +6,6 @@ still answers the request in flight."""
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import re
 import signal
@@ -24,15 +23,14 @@ from typing import BinaryIO
 
 import pytest
 
+from tests.support.kept_alive import KeptAlive, check_answer, review_body
 from tests.support.mounted_tls import (
     Mounted,
-    peer_serial,
     serial_of,
     server_on_mounted_tls,
     serving_files,
 )
 from tests.support.server import (
-    FRACTIONAL_POD_REVIEW,
     GUNICORN_COMMAND,
     REPO_ROOT,
     WebhookServer,
@@ -40,53 +38,8 @@ from tests.support.server import (
 )
 from webhook.certs import ensure_dev_certificates
 
-REVIEW = json.loads(FRACTIONAL_POD_REVIEW.read_text())
 # /proc/net/tcp states of a server-side socket its worker still counts as open.
 _ESTABLISHED, _CLOSE_WAIT = "01", "08"
-
-
-def review_body(uid: str) -> bytes:
-    return json.dumps({**REVIEW, "request": {**REVIEW["request"], "uid": uid}}).encode()
-
-
-def check_answer(body: bytes, uid: str) -> None:
-    answer = json.loads(body)["response"]
-    assert answer["uid"] == uid
-    assert answer["allowed"] is True and answer["patch"]
-
-
-class KeptAlive:
-    """One HTTPS connection that is never opened again behind the test's back. Ask at once
-    after opening it: a gthread worker gives a new connection a thread until its first request,
-    so connections opened and left silent can hold all its threads."""
-
-    def __init__(self, server: WebhookServer) -> None:
-        context = ssl.create_default_context(cafile=str(server.certificates.ca_cert))
-        self.https = http.client.HTTPSConnection(
-            "localhost", server.port, context=context, timeout=30
-        )
-        self.https.connect()
-
-    def worker(self) -> int:
-        self.https.request("GET", "/readyz")
-        response = self.https.getresponse()
-        assert response.status == 200 and not response.will_close
-        return int(json.loads(response.read())["worker"])
-
-    def review(self) -> None:
-        uid = str(uuid.uuid4())
-        headers = {"Content-Type": "application/json"}
-        self.https.request("POST", "/mutate", body=review_body(uid), headers=headers)
-        response = self.https.getresponse()
-        assert response.status == 200 and not response.will_close
-        check_answer(response.read(), uid)
-
-    @property
-    def serial(self) -> int:
-        return peer_serial(self.https)
-
-    def close(self) -> None:
-        self.https.close()
 
 
 def server_side_connections(port: int) -> int:

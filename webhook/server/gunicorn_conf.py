@@ -63,6 +63,8 @@ keyfile = str(_settings.key_file)
 worker_class = "webhook.server.worker.KeepAliveThreadWorker"
 workers = _settings.workers
 threads = _settings.threads
+# Per worker; at the cap the worker closes its oldest idle connection (worker/thread_worker.py).
+worker_connections = _settings.max_connections
 # The kube-apiserver keeps idle connections for 90 s; a shorter keep-alive here would make it
 # pay a TLS handshake again and race us on closing connections.
 keepalive = 120

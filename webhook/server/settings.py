@@ -13,6 +13,7 @@ from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
 
 MAX_BODY_BYTES = 8 * 2**20
 LOG_FORMATS = ("json", "text")
+FRONTS = ("evented", "threads")
 # gunicorn's levels; it would take any other word for info without a word.
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -44,6 +45,14 @@ class Settings:
     namespace_labels: str = "auto"
     # How long a client may stay silent within a TLS handshake or a request; 0: for ever.
     client_stall_seconds: float = 10.0
+    # evented: handshakes and request reads on each worker's main thread (worker/front.py);
+    # threads: on the pool threads, as gunicorn's gthread does (for comparison in the bench).
+    front: str = "evented"
+    # A new connection's handshake and its first request bytes, then each request whole.
+    first_bytes_seconds: float = 1.0
+    request_seconds: float = 10.0
+    # Open connections per worker; at the cap the oldest idle one is closed for a new one.
+    max_connections: int = 500
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -72,6 +81,12 @@ class Settings:
             client_stall_seconds=_seconds(
                 env, "CLIENT_STALL_SECONDS", defaults.client_stall_seconds
             ),
+            front=_choice(env, "FRONT", defaults.front, FRONTS),
+            first_bytes_seconds=_positive_seconds(
+                env, "FIRST_BYTES_SECONDS", defaults.first_bytes_seconds
+            ),
+            request_seconds=_positive_seconds(env, "REQUEST_SECONDS", defaults.request_seconds),
+            max_connections=_positive_int(env, "MAX_CONNECTIONS", defaults.max_connections),
         )
 
 
@@ -101,6 +116,13 @@ def _seconds(env: Mapping[str, str], name: str, default: float, shortest: float 
         raise SettingsError(f"{name}={text!r} must be 0 (off) or a positive number of seconds")
     if 0 < value < shortest:
         raise SettingsError(f"{name}={text!r} must be 0 (off) or at least {shortest} seconds")
+    return value
+
+
+def _positive_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    value = _seconds(env, name, default, shortest=0.01)
+    if value == 0:
+        raise SettingsError(f"{name}=0: a limit is needed here, at least 0.01 seconds")
     return value
 
 

@@ -16,6 +16,14 @@ master shares with its workers (connection_table.py).
 
 A response goes out in one write: a TLS socket that can hold writes (held_writes_tls.py) holds
 them while the request is served, and sends them when it is done.
+
+With the evented front (front.py, FRONT=evented, the default), no pool thread ever waits on a
+client: the main thread does the TLS handshakes and reads each request whole before a thread
+takes it, and a pool thread goes on to a connection's next request only when that has arrived
+whole too. At its cap of open connections (MAX_CONNECTIONS) the worker closes its oldest idle
+connection to take a new one. When it stops, it closes its listeners at once (so that, once its
+siblings and master have too, new connections are refused rather than left waiting) and its
+silent connections; requests already read are answered.
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ from typing import Any
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from webhook.server.held_writes_tls import WriteHoldingSSLSocket
+from webhook.server.settings import Settings
 from webhook.server.worker.connection_table import WorkerRow
+from webhook.server.worker.front import Front, FrontLimits
 
 # How long a pool thread waits for the next request on its connection, checking between
 # slices (poll counts in milliseconds) whether another connection waits for a thread. A client
@@ -55,6 +65,7 @@ class KeepAliveThreadWorker(ThreadWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._open_connections = 0
         self._accept_deferred_until: float | None = None
+        self._front: Front | None = None
         super().__init__(*args, **kwargs)
 
     # gthread counts open connections in nr_conns, on the main thread, wherever one is accepted
@@ -86,13 +97,89 @@ class KeepAliveThreadWorker(ThreadWorker):
     def get_thread_pool(self) -> ThreadPoolExecutor:
         return _ThreadPool(max_workers=self.cfg.threads)
 
+    def run(self) -> None:
+        # The poller exists only now: gthread makes it in init_process, just before run.
+        settings = Settings.from_environ()
+        if settings.front == "evented":
+            self._front = Front(
+                self.cfg,
+                self.poller,
+                FrontLimits(
+                    first_bytes_seconds=settings.first_bytes_seconds,
+                    request_seconds=settings.request_seconds,
+                    max_body_bytes=settings.max_body_bytes,
+                ),
+                dispatch=lambda conn: ThreadWorker.enqueue_req(self, conn),
+                close=self._close_arriving,
+            )
+        super().run()
+
+    # -- the evented front --------------------------------------------------------------------
+
+    def enqueue_req(self, conn: TConn) -> None:
+        front = self._front
+        if front is None or (conn.initialized and front.whole(conn)):
+            super().enqueue_req(conn)
+        else:
+            front.take(conn)
+
+    def _close_arriving(self, conn: TConn) -> None:
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_pending(self) -> None:
+        super().murder_pending()
+        if self._front is not None:
+            self._front.expire()
+
+    def _close_oldest_idle(self) -> None:
+        """At the cap of open connections: the oldest of the silent and kept-alive ones goes."""
+        oldest_silent = self._front.oldest_silent() if self._front is not None else None
+        kept = self.keepalived_conns[0] if self.keepalived_conns else None
+        # A kept-alive connection's timeout is its last request's end plus the keep-alive.
+        kept_since = kept.timeout - self.cfg.keepalive if kept is not None else None
+        if oldest_silent is not None and (kept_since is None or oldest_silent[0] <= kept_since):
+            oldest_silent[1]()
+        elif kept is not None:
+            self.keepalived_conns.popleft()
+            with contextlib.suppress(OSError, KeyError, ValueError):
+                self.poller.unregister(kept.sock)
+            self.nr_conns -= 1
+            kept.close()
+
     # -- serving the next request on the same thread --------------------------------------
 
     def handle(self, conn: TConn) -> Any:
         keepalive = super().handle(conn)
-        while keepalive is True and self._next_request_is_prompt(conn):
+        while (
+            keepalive is True
+            and self._next_request_is_prompt(conn)
+            and self._whole_request_at_hand(conn)
+        ):
             keepalive = super().handle(conn)
         return keepalive
+
+    def _whole_request_at_hand(self, conn: TConn) -> bool:
+        """Read what has arrived without waiting; whether it makes a whole request. What does
+        not goes back to the main thread with the connection, buffered, for the front."""
+        front = self._front
+        if front is None:
+            return True
+        unreader = conn.parser.unreader
+        arrived = bytearray(unreader.take_buffered())
+        conn.sock.setblocking(False)
+        try:
+            while len(arrived) <= front.limits.max_head_bytes + front.limits.max_body_bytes:
+                data = conn.sock.recv(65536)
+                if not data:
+                    break
+                arrived += data
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+            pass
+        finally:
+            unreader.unread(bytes(arrived))
+            conn.sock.setblocking(True)
+        return front.whole(conn)
 
     def handle_request(self, req: Any, conn: TConn) -> Any:
         sock = conn.sock
@@ -142,6 +229,19 @@ class KeepAliveThreadWorker(ThreadWorker):
         super().set_accept_enabled(enabled)
         if self.connection_row is not None:
             self.connection_row.set_accepting(self._accepting and self.alive)
+        if not enabled and not self.alive and self._front is not None:
+            self._stop_taking()
+
+    def _stop_taking(self) -> None:
+        """A stopping worker: what waits in its listen queue is refused once every process
+        has closed its listeners, and connections that sent nothing are closed now."""
+        for listener in self.sockets:
+            with contextlib.suppress(OSError):
+                listener.close()
+        assert self._front is not None
+        closed = self._front.close_silent()
+        if closed:
+            self.log.debug("closed %d silent connections on the way out", closed)
 
     def accept(self, listener: Any) -> None:
         if self._accept_deferred_until is not None:
@@ -157,6 +257,14 @@ class KeepAliveThreadWorker(ThreadWorker):
     def wait_for_and_dispatch_events(self, timeout: float) -> None:
         if self._accept_deferred_until is not None:
             timeout = min(timeout, max(self._accept_deferred_until - time.monotonic(), 0.0))
+        front = self._front
+        if front is not None:
+            if self.alive and self.nr_conns >= self.worker_connections:
+                self._close_oldest_idle()
+            deadline = front.next_deadline()
+            if deadline is not None:
+                # Wake for the first deadline; gthread's loop closes what has run out.
+                timeout = min(timeout, max(deadline - time.monotonic(), 0.0) + 0.001)
         super().wait_for_and_dispatch_events(timeout)
         if (
             self._accept_deferred_until is not None
