@@ -32,7 +32,9 @@ import contextlib
 import select
 import selectors
 import ssl
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -53,9 +55,25 @@ ACCEPT_DEFERRAL = 0.002
 
 
 class _ThreadPool(ThreadPoolExecutor):
+    """Counts the jobs submitted that no thread has started yet, through its public calls."""
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers=max_workers)
+        self._waiting = 0
+        self._count_lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._count_lock:
+            self._waiting += 1
+        return super().submit(self._started, fn, *args, **kwargs)
+
     def waiting(self) -> int:
-        """How many submitted jobs no thread has started yet."""
-        return self._work_queue.qsize()
+        return self._waiting
+
+    def _started(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with self._count_lock:
+            self._waiting -= 1
+        return fn(*args, **kwargs)
 
 
 class KeepAliveThreadWorker(ThreadWorker):
@@ -228,7 +246,7 @@ class KeepAliveThreadWorker(ThreadWorker):
             self._watch_listeners()
         super().set_accept_enabled(enabled)
         if self.connection_row is not None:
-            self.connection_row.set_accepting(self._accepting and self.alive)
+            self.connection_row.set_accepting(enabled and self.alive)
         if not enabled and not self.alive and self._front is not None:
             self._stop_taking()
 
