@@ -1,10 +1,12 @@
 """deploy/ as `kubectl kustomize` renders it: objects the Kubernetes schemas accept, carrying the
-names, rules and settings that the server and its admission core rely on."""
+names, rules and settings that the server and its admission core rely on, and NetworkPolicies
+that admit and open only what each pod needs."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -74,27 +76,34 @@ RESOURCES = {
 Manifest = dict[str, Any]
 
 
-@cache
-def _build(target: str) -> tuple[Manifest, ...] | str:
+def kustomize(directory: Path) -> str:
+    """The YAML `kubectl kustomize` prints for a directory; skips the test without kubectl."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
-        return "kubectl is not installed, so deploy/ cannot be built with its kustomize"
+        pytest.skip("kubectl is not installed, so deploy/ cannot be built with its kustomize")
     result = subprocess.run(
-        [kubectl, "kustomize", str(DEPLOY / target)],
+        [kubectl, "kustomize", str(directory)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.returncode == 0, f"kubectl kustomize deploy/{target}:\n{result.stderr}"
-    return tuple(document for document in yaml.safe_load_all(result.stdout) if document)
+    assert result.returncode == 0, f"kubectl kustomize {directory}:\n{result.stderr}"
+    return result.stdout
 
 
+def parse(text: str) -> tuple[Manifest, ...]:
+    return tuple(document for document in yaml.safe_load_all(text) if document)
+
+
+@cache
+def rendered_text(target: str) -> str:
+    return kustomize(DEPLOY / target)
+
+
+@cache
 def rendered(target: str) -> tuple[Manifest, ...]:
-    built = _build(target)
-    if isinstance(built, str):
-        pytest.skip(built)
-    return built
+    return parse(rendered_text(target))
 
 
 def find(target: str, kind: str, name: str) -> Manifest:
@@ -164,6 +173,8 @@ BASE_OBJECTS = {
     ("Role", ADVERTISER_EVENTS),
     ("RoleBinding", ADVERTISER_EVENTS),
     ("Deployment", ADVERTISER),
+    ("NetworkPolicy", NAME),
+    ("NetworkPolicy", ADVERTISER),
 }
 OBJECTS = {
     BASE: BASE_OBJECTS,
@@ -176,6 +187,7 @@ OBJECTS = {
         ("ClusterRoleBinding", CERTS),
         ("Job", CERTS),
         ("CronJob", CERTS),
+        ("NetworkPolicy", CERTS),
     },
     CERT_MANAGER: BASE_OBJECTS
     | {
@@ -688,6 +700,151 @@ def test_two_advertiser_replicas_spread_apart_from_the_webhook_pods(target: str)
         assert not selector_of(selector).matches(pod_labels), selecting
     assert not selector_of(advertiser["spec"]["selector"]).matches(webhook_pod_labels)
     assert not selector_of(spread["labelSelector"]).matches(webhook_pod_labels)
+
+
+# --- the NetworkPolicies ------------------------------------------------------------------
+
+# The label the control plane sets on every namespace, its value the namespace's name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+# Where Prometheus runs in the base; overlays replace the value (README.md).
+MONITORING_NAMESPACE = "monitoring"
+INGRESS_AND_EGRESS = ["Ingress", "Egress"]
+# spec.egress[0] of every policy: the kube-apiserver, by its usual ports and no address, which an
+# overlay adds (deploy/base/networkpolicy.yaml says why).
+APISERVER_EGRESS = {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
+DNS_EGRESS = {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
+# The policy that must select each workload's pods.
+POLICY_OF_WORKLOAD = {
+    ("Deployment", NAME): NAME,
+    ("Deployment", ADVERTISER): ADVERTISER,
+    ("Job", CERTS): CERTS,
+    ("CronJob", CERTS): CERTS,
+}
+
+
+def network_policies(target: str) -> dict[str, dict[str, Any]]:
+    """Each NetworkPolicy's spec, by name."""
+    return {
+        o["metadata"]["name"]: o["spec"] for o in rendered(target) if o["kind"] == "NetworkPolicy"
+    }
+
+
+def workload_pod_labels(target: str) -> dict[tuple[str, str], dict[str, str]]:
+    """The labels of the pods of every object of the build that makes pods, by (kind, name)."""
+    labels = {}
+    for manifest in rendered(target):
+        location = pod_template_location(group_of(manifest), manifest["kind"])
+        if location is not None:
+            key = (manifest["kind"], manifest["metadata"]["name"])
+            labels[key] = dict(pod_labels(manifest, location))
+    return labels
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_pod_is_isolated_by_exactly_the_policy_of_its_workload(target: str) -> None:
+    policies = network_policies(target)
+    workloads = workload_pod_labels(target)
+    assert set(workloads) <= set(POLICY_OF_WORKLOAD), "a new workload needs its NetworkPolicy"
+    for workload, labels in workloads.items():
+        selecting = [
+            name
+            for name, spec in policies.items()
+            if selector_of(spec["podSelector"]).matches(labels)
+        ]
+        assert selecting == [POLICY_OF_WORKLOAD[workload]], workload
+    selected = {POLICY_OF_WORKLOAD[workload] for workload in workloads}
+    assert set(policies) == selected, "a NetworkPolicy selects no pod of this build"
+    for name, spec in policies.items():
+        # Both directions isolated; an empty podSelector would select every pod of the namespace.
+        assert spec["policyTypes"] == INGRESS_AND_EGRESS, name
+        assert spec["podSelector"]["matchLabels"], name
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_webhook_admits_its_port_from_anywhere_and_reaches_the_apiserver_and_dns(
+    target: str,
+) -> None:
+    spec = network_policies(target)[NAME]
+    container = only_container(pod_spec_of(target, "Deployment", NAME))
+    service = find(target, "Service", NAME)["spec"]
+    [port] = [p["containerPort"] for p in container["ports"]]
+    assert [p["targetPort"] for p in service["ports"]] == [port]
+    # No `from`: any source, for the kube-apiserver's address is not predictable. /metrics is
+    # served on this same port, the container's only one, so no other port is admitted.
+    assert spec["ingress"] == [{"ports": [{"port": port, "protocol": "TCP"}]}]
+    assert spec["egress"] == [APISERVER_EGRESS, DNS_EGRESS]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_advertiser_admits_its_metrics_port_from_the_monitoring_namespace_only(
+    target: str,
+) -> None:
+    spec = network_policies(target)[ADVERTISER]
+    container = only_container(pod_spec_of(target, "Deployment", ADVERTISER))
+    port = int(advertise_options(container)["--metrics-bind"].rpartition(":")[2])
+    monitoring = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: MONITORING_NAMESPACE}}
+    }
+    # One peer, a namespace selector alone (any pod of that namespace), and one port.
+    assert spec["ingress"] == [{"from": [monitoring], "ports": [{"port": port, "protocol": "TCP"}]}]
+    namespaces = selector_of(monitoring["namespaceSelector"])
+    assert namespaces.matches({NAMESPACE_NAME_LABEL: MONITORING_NAMESPACE})
+    for other in (NAMESPACE, EVENTS_NAMESPACE, "kube-system", "ml-team"):
+        assert not namespaces.matches({NAMESPACE_NAME_LABEL: other}), other
+    # It resolves no names: the in-cluster client dials KUBERNETES_SERVICE_HOST.
+    assert spec["egress"] == [APISERVER_EGRESS]
+
+
+def test_the_certificate_job_admits_nothing_and_reaches_only_the_apiserver() -> None:
+    spec = network_policies(SELF_SIGNED)[CERTS]
+    assert spec.get("ingress", []) == []
+    assert spec["egress"] == [APISERVER_EGRESS]
+
+
+# What README.md's "Install on a cluster" tells an installing overlay to add: the apiserver's
+# addresses into every policy's egress[0], and another monitoring namespace.
+NARROWING_PATCHES = """
+patches:
+  - target:
+      kind: NetworkPolicy
+    patch: |-
+      - op: add
+        path: /spec/egress/0/to
+        value:
+          - ipBlock: {cidr: 192.0.2.10/32}
+          - ipBlock: {cidr: 10.96.0.1/32}
+  - target:
+      kind: NetworkPolicy
+      name: gpu-vram-advertiser
+    patch: |-
+      - op: replace
+        path: /spec/ingress/0/from/0/namespaceSelector/matchLabels/kubernetes.io~1metadata.name
+        value: observability
+"""
+
+
+def test_an_overlay_narrows_the_apiserver_rule_of_every_policy_with_one_patch(
+    tmp_path: Path,
+) -> None:
+    base = os.path.relpath(DEPLOY / SELF_SIGNED, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(f"resources:\n  - {base}\n{NARROWING_PATCHES}")
+    narrowed = {
+        o["metadata"]["name"]: o["spec"]
+        for o in parse(kustomize(tmp_path))
+        if o["kind"] == "NetworkPolicy"
+    }
+    shipped = network_policies(SELF_SIGNED)
+    assert set(narrowed) == set(shipped)
+    for name, spec in narrowed.items():
+        expected = copy.deepcopy(shipped[name])
+        expected["egress"][0]["to"] = [
+            {"ipBlock": {"cidr": "192.0.2.10/32"}},
+            {"ipBlock": {"cidr": "10.96.0.1/32"}},
+        ]
+        if name == ADVERTISER:
+            peer = expected["ingress"][0]["from"][0]
+            peer["namespaceSelector"]["matchLabels"][NAMESPACE_NAME_LABEL] = "observability"
+        assert spec == expected, name
 
 
 # --- the matchConditions, evaluated by the CEL runtime -------------------------------------
