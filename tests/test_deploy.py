@@ -1,6 +1,6 @@
 """deploy/ as `kubectl kustomize` renders it: objects the Kubernetes schemas accept, carrying the
-names, rules and settings that the server and its admission core rely on, and NetworkPolicies
-that admit and open only what each pod needs."""
+names, rules and settings that the server and its admission core rely on, NetworkPolicies that
+admit and open only what each pod needs, and no finding of checkov's Kubernetes checks."""
 
 from __future__ import annotations
 
@@ -845,6 +845,89 @@ def test_an_overlay_narrows_the_apiserver_rule_of_every_policy_with_one_patch(
             peer = expected["ingress"][0]["from"][0]
             peer["namespaceSelector"]["matchLabels"][NAMESPACE_NAME_LABEL] = "observability"
         assert spec == expected, name
+
+
+# --- checkov, the security lint -----------------------------------------------------------
+
+# The Makefile's CHECKOV_VENV, where `make checkov` installs deploy/checkov/requirements.txt.
+CHECKOV = REPO_ROOT / ".venv" / "checkov" / "bin" / "checkov"
+# Offline, as checkov 3.3.30's source has it: --skip-download stops the download of guidelines
+# and check id mappings from Prisma Cloud (checkov/main.py; BC_SKIP_MAPPING=TRUE is the same
+# switch), and CKV_SKIP_PACKAGE_UPDATE_CHECK stops the query of pypi.org for a newer checkov that
+# runs when checkov is imported (checkov/common/util/banner.py). With both, a run opens no
+# network connection (checked with strace).
+CHECKOV_ARGS = ("--framework", "kubernetes", "--skip-download", "--output", "json")
+CHECKOV_ENVIRONMENT = {"CKV_SKIP_PACKAGE_UPDATE_CHECK": "true", "LANG": "C.UTF-8"}
+# What checkov records for a skip annotation without `=reason`.
+NO_REASON = "No comment provided"
+
+
+@pytest.fixture(scope="module")
+def checkov(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """checkov's Kubernetes checks run once over every build, each written to <target>.yaml."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed, so checkov's virtualenv cannot be made")
+    builds = {target: rendered_text(target) for target in TARGETS}
+    installed = subprocess.run(
+        [make, "--no-print-directory", "-s", "checkov"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert installed.returncode == 0, f"make checkov:\n{installed.stdout}{installed.stderr}"
+    # Its own directory, also as HOME: checkov reads .checkov.yaml from the working and home
+    # directories, and CKV_ and BC_ variables, so none of the caller's settings come along.
+    workdir = tmp_path_factory.mktemp("checkov")
+    arguments = []
+    for target, text in builds.items():
+        (workdir / f"{Path(target).name}.yaml").write_text(text)
+        arguments += ["--file", f"{Path(target).name}.yaml"]
+    return subprocess.run(
+        [str(CHECKOV), *CHECKOV_ARGS, *arguments],
+        cwd=workdir,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(workdir), **CHECKOV_ENVIRONMENT},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_checkov_finds_nothing_in_any_build(checkov: subprocess.CompletedProcess[str]) -> None:
+    try:
+        report = json.loads(checkov.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"checkov printed no report (exit {checkov.returncode}):\n{checkov.stderr}")
+    assert report["check_type"] == "kubernetes", report
+    assert report["summary"]["parsing_errors"] == 0, report["summary"]
+    results = report["results"]
+    findings = sorted(
+        f"{r['file_path'].lstrip('/')}: {r['resource']}: {r['check_id']} {r['check_name']}"
+        for r in results["failed_checks"]
+    )
+    assert not findings, (
+        "checkov's findings: fix each in deploy/, or, where the check does not apply, skip it "
+        "with an annotation `checkov.io/skipN: <check id>=<why>` on the object:\n"
+        + "\n".join(findings)
+    )
+    assert checkov.returncode == 0, checkov.stderr
+    # Every workload of every build was read and judged, so a clean report means something.
+    judged = {
+        (r["file_path"].lstrip("/"), r["resource"])
+        for r in results["passed_checks"] + results["skipped_checks"]
+    }
+    for target in TARGETS:
+        for kind, name in workload_pod_labels(target):
+            resource = f"{kind}.{NAMESPACE}.{name}"
+            assert (f"{Path(target).name}.yaml", resource) in judged, f"{target}: {resource}"
+    for result in results["skipped_checks"]:
+        reason = result["check_result"].get("suppress_comment", NO_REASON)
+        assert reason.strip() and reason != NO_REASON, (
+            f"{result['resource']}: the skip of {result['check_id']} gives no reason"
+        )
 
 
 # --- the matchConditions, evaluated by the CEL runtime -------------------------------------
