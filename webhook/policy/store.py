@@ -3,6 +3,11 @@
 Requests read `store.current` and nothing else: one attribute read of an immutable value, no
 lock and no I/O. A reload builds a whole new set beside it and swaps the reference only when
 every file loaded; a set that does not load never replaces the one serving.
+
+Nothing is read mid-write: a plain file is read only once it has kept its identity for
+SETTLE_SECONDS (directory_watch.py), and a load counts only if the files are as they were
+before it, by identity and by content. A file still being written is held back, the set
+serving keeps serving, and the next poll looks again.
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, Protocol
 
-from webhook.policy.directory_watch import DirectoryWatcher
+from webhook.policy.directory_watch import (
+    DirectoryWatcher,
+    Fingerprint,
+    Settling,
+    changed_plain_files,
+    directory_fingerprint,
+)
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.problems import PolicyLoadError, PolicyProblem
 from webhook.policy.snapshot import LastGood, PolicyFiles, Snapshot
@@ -27,8 +38,10 @@ Source = Literal["directory", "last-good snapshot", "given"]
 ReloadResult = Literal["success", "failure"]
 ReloadOutcome = Literal["reloaded", "failed", "unchanged", "unsettled"]
 
-SETTLE_ATTEMPTS = 5
-SETTLE_PAUSE_SECONDS = 0.05
+# How long a load at startup waits for files that keep being written before it gives up on
+# them: ten settle intervals. A policy file is a few KB; a writer still at it after this is
+# stuck or looping, and a worker that blocks much longer risks gunicorn's boot timeout.
+STARTUP_PATIENCE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -63,7 +76,12 @@ class ReloadObserver(Protocol):
 
 
 class DirectoryChanged(Exception):
-    """The directory changed while it was being loaded: what loaded may be a mix."""
+    """The directory changed while it was being loaded: what loaded may be a mix, or a file
+    read half-way. `changing` names the plain files that were written meanwhile."""
+
+    def __init__(self, directory: Path, changing: tuple[str, ...] = ()) -> None:
+        super().__init__(str(directory))
+        self.changing = changing
 
 
 @dataclass(frozen=True)
@@ -74,11 +92,18 @@ class Attempt:
     observed_at: float
     policy_set: PolicySet | None
     problems: tuple[PolicyProblem, ...]
+    # False when files were still being written: `files` is then no content to skip later.
+    settled: bool = True
 
 
-def load_directory(directory: Path, files: PolicyFiles | None = None) -> Attempt:
+def load_directory(
+    directory: Path, files: PolicyFiles | None = None, settled: Fingerprint | None = None
+) -> Attempt:
     """Load `directory`, whose files were just read as `files`. Raises DirectoryChanged when
-    the files differ after the load from what was read before it."""
+    the files differ after the load from what was read before it, or when their fingerprint
+    differs from `settled`, the one taken when they were found settled (so a writer that
+    started after that and paused is caught). It does not wait for files to settle:
+    load_settled_directory does."""
     before = files if files is not None else PolicyFiles.read(directory)
     policy_set: PolicySet | None = None
     problems: tuple[PolicyProblem, ...] = ()
@@ -90,23 +115,63 @@ def load_directory(directory: Path, files: PolicyFiles | None = None) -> Attempt
         log.exception("loading the policies in %s failed unexpectedly", directory)
         problems = (_directory_problem(directory, f"the loader failed: {error!r}"),)
     observed_at = time.time()
+    if settled is not None:
+        after = directory_fingerprint(directory)
+        if after != settled:
+            raise DirectoryChanged(directory, changed_plain_files(settled, after))
     if PolicyFiles.read(directory).digest != before.digest:
-        raise DirectoryChanged(str(directory))
+        raise DirectoryChanged(directory)
     return Attempt(before, observed_at, policy_set, problems)
 
 
-def load_settled_directory(directory: Path) -> Attempt:
-    """Load `directory`, trying again for a moment while it is being changed."""
-    for _ in range(SETTLE_ATTEMPTS - 1):
-        try:
-            return load_directory(directory)
-        except DirectoryChanged:
-            time.sleep(SETTLE_PAUSE_SECONDS)
-    try:
-        return load_directory(directory)
-    except DirectoryChanged:
-        problem = _directory_problem(directory, "kept changing while it was being read")
-        return Attempt(PolicyFiles.read(directory), time.time(), None, (problem,))
+def settle(directory: Path, settling: Settling) -> tuple[Fingerprint, tuple[str, ...]]:
+    """Wait until every plain policy file has kept its identity for SETTLE_SECONDS (as far as
+    `settling` has seen; published files never wait). Returns the fingerprint then and the
+    plain files that changed during the wait, which are still being written. Reads no file
+    content."""
+    before = directory_fingerprint(directory)
+    wait = settling.look(before)
+    if wait <= 0:
+        return before, ()
+    time.sleep(wait)
+    after = directory_fingerprint(directory)
+    settling.look(after)
+    return after, changed_plain_files(before, after)
+
+
+def load_settled_directory(directory: Path, settling: Settling | None = None) -> Attempt:
+    """Load `directory` once its files have settled: at once for a mounted ConfigMap, after
+    SETTLE_SECONDS for plain files, and longer while some are being written, up to
+    STARTUP_PATIENCE_SECONDS; then the files still changing are the attempt's problem."""
+    settling = settling if settling is not None else Settling()
+    give_up_at = time.monotonic() + STARTUP_PATIENCE_SECONDS
+    while True:
+        settled, changing = settle(directory, settling)
+        if not changing:
+            try:
+                return load_directory(directory, settled=settled)
+            except DirectoryChanged as changed:
+                changing = changed.changing
+        if time.monotonic() >= give_up_at:
+            problem = _directory_problem(
+                directory,
+                f"{_still_written(changing)} after {STARTUP_PATIENCE_SECONDS:g} s; it is not "
+                "read until it stays unchanged",
+            )
+            return Attempt(
+                PolicyFiles.read(directory), time.time(), None, (problem,), settled=False
+            )
+        if changing:
+            log.info(
+                "policies in %s: %s; waiting for it to settle", directory, _still_written(changing)
+            )
+
+
+def _still_written(names: tuple[str, ...]) -> str:
+    if not names:
+        return "the directory is still changing"
+    verb = "is" if len(names) == 1 else "are"
+    return f"{', '.join(names)} {verb} still being written"
 
 
 def _directory_problem(directory: Path, message: str) -> PolicyProblem:
@@ -137,6 +202,7 @@ class PolicyStore:
         *,
         last_good: LastGood | None = None,
         observers: Sequence[ReloadObserver] = (),
+        settling: Settling | None = None,
     ) -> None:
         self.directory = directory
         self.current = current
@@ -145,6 +211,8 @@ class PolicyStore:
         self._observers = tuple(observers)
         self._failed_digest: str | None = None
         self._reloading = threading.Lock()
+        # What the files looked like at earlier looks, and since when.
+        self._settling = settling if settling is not None else Settling()
 
     @classmethod
     def given(cls, policy_set: PolicySet, directory: Path) -> PolicyStore:
@@ -161,10 +229,13 @@ class PolicyStore:
     ) -> PolicyStore:
         """Load `directory`; when it does not load, serve the last good snapshot and record the
         failure. Raises PolicyLoadError when there is no snapshot to fall back on either."""
-        attempt = load_settled_directory(directory)
+        settling = Settling()
+        attempt = load_settled_directory(directory, settling)
         if attempt.policy_set is not None:
             served = ServedSet(attempt.policy_set, attempt.files.digest, _now(), "directory")
-            store = cls(directory, served, last_good=last_good, observers=observers)
+            store = cls(
+                directory, served, last_good=last_good, observers=observers, settling=settling
+            )
             store._keep(attempt)
             store._notify(None)
             return store
@@ -172,15 +243,21 @@ class PolicyStore:
         if snapshot is None:
             raise PolicyLoadError(attempt.problems)
         served = ServedSet(snapshot.policy_set, snapshot.files.digest, _now(), "last-good snapshot")
-        store = cls(directory, served, last_good=last_good, observers=observers)
+        store = cls(directory, served, last_good=last_good, observers=observers, settling=settling)
         store._record_failure(attempt, first=True)
         store._notify(None)
         return store
 
     def reload(self) -> ReloadOutcome:
         """Look at the directory once and load it if its content is new. Never raises for a
-        policy that does not load; requests keep reading whatever set is current."""
+        policy that does not load; requests keep reading whatever set is current. Plain files
+        changed since the last look are first given SETTLE_SECONDS; "unsettled" when some were
+        still being written (or changed during the load), and nothing was taken."""
         with self._reloading:
+            settled, changing = settle(self.directory, self._settling)
+            if changing:
+                self._hold_back(changing)
+                return "unsettled"
             files = PolicyFiles.read(self.directory)
             if files.digest == self.current.digest and self.current.source == "directory":
                 if self.status.failing:
@@ -193,8 +270,9 @@ class PolicyStore:
             if files.digest == self._failed_digest:
                 return "unchanged"
             try:
-                attempt = load_directory(self.directory, files)
-            except DirectoryChanged:
+                attempt = load_directory(self.directory, files, settled)
+            except DirectoryChanged as changed:
+                self._hold_back(changed.changing)
                 return "unsettled"
             if attempt.policy_set is None:
                 self._record_failure(attempt, first=False)
@@ -218,8 +296,20 @@ class PolicyStore:
         watcher.start()
         return watcher
 
+    def _hold_back(self, changing: tuple[str, ...]) -> None:
+        """One line naming the files held back. A ConfigMap swapped during a load names none:
+        the next poll takes the newer set, nothing was being written."""
+        if changing:
+            log.info(
+                "policies in %s: %s; keeping the last good set (%s)",
+                self.directory,
+                _still_written(changing),
+                self.current.digest,
+            )
+
     def _record_failure(self, attempt: Attempt, *, first: bool) -> None:
-        self._failed_digest = attempt.files.digest
+        # Content read while it was being written is no verdict on it: load it when it settles.
+        self._failed_digest = attempt.files.digest if attempt.settled else None
         self.status = replace(
             self.status,
             failures=self.status.failures + 1,
