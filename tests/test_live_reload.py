@@ -1,6 +1,7 @@
 """Live reload on the real server: gunicorn with two workers over TLS, serving a policy
 directory laid out like a mounted ConfigMap and watched every 0.2 s. Edits are published the
-way kubelet publishes them, by swapping the `..data` link."""
+way kubelet publishes them, by swapping the `..data` link. And a plain directory whose file is
+rewritten in place by a writer that pauses mid-file."""
 
 from __future__ import annotations
 
@@ -43,14 +44,8 @@ Readiness = dict[str, Any]
 
 
 @dataclass
-class Live:
+class Served:
     server: WebhookServer
-    mount: MountedConfigMap
-
-    def publish(self, default_yaml: str) -> str:
-        """Publish the shipped policies with `default_yaml`; the digest of what was published."""
-        self.mount.publish({**SHIPPED, "default.yaml": default_yaml})
-        return PolicyFiles.read(self.mount.directory).digest
 
     def get(self, path: str) -> tuple[int, bytes]:
         client = self.server.client()  # a fresh connection, so any worker may answer
@@ -85,6 +80,16 @@ class Live:
             f"the workers {sorted(pids)} did not converge; last answers: {latest}\n"
             + self.server.log()[-3000:]
         )
+
+
+@dataclass
+class Live(Served):
+    mount: MountedConfigMap
+
+    def publish(self, default_yaml: str) -> str:
+        """Publish the shipped policies with `default_yaml`; the digest of what was published."""
+        self.mount.publish({**SHIPPED, "default.yaml": default_yaml})
+        return PolicyFiles.read(self.mount.directory).digest
 
     def serve(self, default_yaml: str) -> str:
         """Publish a set that loads and wait until every worker serves it."""
@@ -272,3 +277,47 @@ def test_the_master_removes_the_state_directory_it_created(tmp_path: Path) -> No
     assert (state_dir / "last-good").is_dir()
     server.stop()
     assert not state_dir.exists()
+
+
+def first_half(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[: len(lines) // 2])
+
+
+def test_a_file_rewritten_in_place_is_never_served_half_written(tmp_path: Path) -> None:
+    """The reported race: a writer truncates default.yaml, writes its first half (which loads:
+    tests/unit/test_policy_store.py), pauses 0.2 s and writes the rest, while both workers
+    poll every 50 ms. Neither may serve the half; each holds it back and says so."""
+    policies, scratch = tmp_path / "policies", tmp_path / "scratch"
+    for directory in (policies, scratch):
+        directory.mkdir()
+    (policies / "default.yaml").write_text(GOOD)
+    server = WebhookServer(
+        policies, tmp_path / "certs", tmp_path / "gunicorn.log", {"POLICY_RELOAD_SECONDS": "0.05"}
+    )
+    server.start()
+    served = Served(server)
+    texts = [A100, GOOD, A100]
+    try:
+        workers = set(served.converge(lambda a: True))  # both booted: this is about reloads
+        for text in texts:
+            half = first_half(text)
+            with (policies / "default.yaml").open("w") as file:
+                file.write(half)
+                file.flush()
+                time.sleep(0.2)
+                file.write(text[len(half) :])
+            digest = PolicyFiles.read(policies).digest
+            served.converge(lambda a, digest=digest: a["policySet"]["digest"] == digest)
+    finally:
+        server.stop()
+
+    halves = []
+    for text in texts:
+        (scratch / "default.yaml").write_text(first_half(text))
+        halves.append(PolicyFiles.read(scratch).digest)
+    log = server.log()
+    assert [digest for digest in halves if digest in log] == []
+    assert "policies reloaded from" in log
+    held_back = f"policies in {policies}: default.yaml is still being written; keeping the last"
+    assert {r["pid"] for r in server.log_records() if r["message"].startswith(held_back)} == workers
