@@ -34,6 +34,7 @@ run: certs
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 # The benchmark (bench/README.md): the server as `make run` starts it, against the same stack
@@ -69,6 +70,7 @@ deploy-check: $(STAMP) $(CHECKOV_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any
+from json.encoder import encode_basestring_ascii
+from typing import Any, cast
 
 from webhook.admission.input_bounds import MAX_NESTING_DEPTH, nested_too_deeply
 from webhook.admission.verdict import Verdict
@@ -89,14 +89,18 @@ def read_request(envelope: ReviewEnvelope) -> AdmissionRequest:
         return _checked_request(envelope)
     # What the apiserver sends: every field a string, the optional ones perhaps absent.
     # Anything else is read again field by field, for a message that names the field.
-    texts = (
-        kind.get("group", ""),
-        kind.get("version", ""),
-        kind.get("kind"),
-        raw.get("operation"),
-        raw.get("subResource", ""),
-        raw.get("namespace", ""),
-        raw.get("name", ""),
+    texts = cast(
+        # Strings, or the join below refuses them.
+        tuple[str, str, str, str, str, str, str],
+        (
+            kind.get("group", ""),
+            kind.get("version", ""),
+            kind.get("kind"),
+            raw.get("operation"),
+            raw.get("subResource", ""),
+            raw.get("namespace", ""),
+            raw.get("name", ""),
+        ),
     )
     try:
         "".join(texts)  # takes strings only: quicker than testing each type

@@ -95,8 +95,8 @@ def _cluster(args: argparse.Namespace) -> int:
         client.close()
     for line in report.lines:
         print(line)
-    for error in report.errors:
-        print(f"error: {error}", file=sys.stderr)
+    for problem in report.errors:
+        print(f"error: {problem}", file=sys.stderr)
     return 1 if report.errors else 0
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from webhook.certs.renewal import FILE_NAMES
+from webhook.kube import raw_json
 from webhook.kube.api_errors import short_reason
 
 SECRET_TYPE = "kubernetes.io/tls"
@@ -61,8 +61,11 @@ class TLSSecret:
 
     def read(self) -> StoredSecret | None:
         try:
-            response = self._core.read_namespaced_secret(
-                self.name, self.namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            body: dict[str, Any] = raw_json.call(
+                self._core.read_namespaced_secret,
+                self.name,
+                self.namespace,
+                _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as error:
             if error.status == HTTP_NOT_FOUND:
@@ -70,7 +73,6 @@ class TLSSecret:
             raise ApiError(f"reading {self}", error) from error
         except Exception as error:
             raise ApiError(f"reading {self}", error) from error
-        body = json.loads(response.data)
         return StoredSecret(body, _decoded(body.get("data") or {}))
 
     def create(self, files: Mapping[str, bytes]) -> None:
@@ -83,11 +85,11 @@ class TLSSecret:
         }
         self._write(
             f"creating {self}",
-            lambda: self._core.create_namespaced_secret(
+            lambda: raw_json.call(
+                self._core.create_namespaced_secret,
                 self.namespace,
                 body,
                 field_manager=FIELD_MANAGER,
-                _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             ),
         )
@@ -101,12 +103,12 @@ class TLSSecret:
         body["data"] = {**(body.get("data") or {}), **_encoded(files)}
         self._write(
             f"updating {self}",
-            lambda: self._core.replace_namespaced_secret(
+            lambda: raw_json.call(
+                self._core.replace_namespaced_secret,
                 self.name,
                 self.namespace,
                 body,
                 field_manager=FIELD_MANAGER,
-                _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             ),
         )

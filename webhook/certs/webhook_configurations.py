@@ -3,7 +3,6 @@ caBundle the certificate Job sets, read and JSON-patched through the kubernetes 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from kubernetes.client import AdmissionregistrationV1Api
@@ -17,6 +16,7 @@ from webhook.certs.tls_secret import (
     ApiError,
     Conflict,
 )
+from webhook.kube import raw_json
 from webhook.kube.api_errors import short_reason
 
 Kind = Literal["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
@@ -46,14 +46,14 @@ class WebhookConfiguration:
             else self._admission.read_validating_webhook_configuration
         )
         try:
-            response = read(self.name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            found: dict[str, Any] = raw_json.call(read, self.name, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             if error.status == HTTP_NOT_FOUND:
                 raise Missing(str(self)) from error
             raise ApiError(f"reading {self}", error) from error
         except Exception as error:
             raise ApiError(f"reading {self}", error) from error
-        return json.loads(response.data)
+        return found
 
     def patch(self, operations: list[dict[str, Any]]) -> None:
         """Apply a JSON patch; Conflict when the configuration changed since it was read."""

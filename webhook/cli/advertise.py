@@ -8,7 +8,6 @@ or the lease was lost (service); 2 the policies do not load, no API, RBAC refuse
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import socket
@@ -230,14 +229,14 @@ def _list_nodes(client: Any, limit: int | None) -> list[Mapping[str, Any]]:
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
 
+    from webhook.kube import raw_json
     from webhook.kube.api_errors import HTTP_FORBIDDEN, short_reason
 
     try:
         options: dict[str, Any] = {"limit": limit} if limit else {}
-        response = CoreV1Api(client).list_node(
-            _preload_content=False, _request_timeout=LIST_TIMEOUT, **options
+        listing = raw_json.call(
+            CoreV1Api(client).list_node, _request_timeout=LIST_TIMEOUT, **options
         )
-        listing = json.loads(response.data)
     except ApiException as error:
         if error.status == HTTP_FORBIDDEN:
             raise InputError(

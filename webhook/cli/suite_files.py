@@ -111,8 +111,10 @@ class _SuiteLoader:
                 continue
             if not objects:
                 self.report(("resources", index), f"{source} holds no manifests")
-            found.extend(self._manifest(item) for item in objects)
-        return [item for item in found if item is not None]
+            found.extend(
+                manifest for manifest in map(self._manifest, objects) if manifest is not None
+            )
+        return found
 
     def _manifest(self, item: InputObject) -> _Found | None:
         try:

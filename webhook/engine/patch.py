@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -25,8 +25,10 @@ class JsonPatch(tuple[Operation, ...]):
     may be reused for many pods)."""
 
     @classmethod
-    def of(cls, operations: Iterable[Operation]) -> JsonPatch:
-        return operations if isinstance(operations, JsonPatch) else cls(operations)
+    def of(cls, operations: Iterable[Mapping[str, Any]]) -> JsonPatch:
+        if isinstance(operations, JsonPatch):
+            return operations
+        return cls(dict(operation) for operation in operations)
 
     @cached_property
     def base64(self) -> str:

@@ -279,6 +279,8 @@ def _read_containers(spec: Mapping[str, Any], spec_path: Path) -> tuple[Containe
             if type(raw) is not dict or type(raw.get("name")) is not str:
                 _refuse_container((*spec_path, kind, index), raw)
             resources = raw.get("resources")
+            limits: Mapping[str, Any]
+            requests: Mapping[str, Any]
             if resources is None:
                 limits = requests = _NOTHING
             else:

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
+from webhook.kube import raw_json
 from webhook.kube.api_errors import HTTP_FORBIDDEN, short_reason
 from webhook.nodes.advertiser_metrics import AdvertiserMetrics
 from webhook.nodes.node_events import NodeEvents
@@ -196,14 +197,13 @@ class Advertiser:
             self._out.write(json.dumps({"node": node.name, "patch": operations}) + "\n")
             return True
         try:
-            response = self._core.patch_node_status(
+            patched = raw_json.call(
+                self._core.patch_node_status,
                 node.name,
                 operations,
                 _content_type=JSON_PATCH,
                 _request_timeout=PATCH_TIMEOUT,
-                _preload_content=False,
             )
-            patched = json.loads(response.data)
         except ApiException as error:
             if error.status == HTTP_FORBIDDEN:
                 self._metrics.error("forbidden")

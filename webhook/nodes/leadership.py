@@ -13,7 +13,6 @@ which can be neither stopped nor released and waits on the API without a deadlin
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any
 from kubernetes.client import ApiClient, CoordinationV1Api
 from kubernetes.client.exceptions import ApiException
 
+from webhook.kube import raw_json
 from webhook.kube.api_errors import HTTP_FORBIDDEN, HTTP_NOT_FOUND, short_reason
 
 log = logging.getLogger("webhook")
@@ -195,19 +195,29 @@ class Elector:
 
     def _call(self, verb: str, body: Mapping[str, Any] | None) -> Mapping[str, Any]:
         terms = self._terms
-        options: dict[str, Any] = {
-            "_request_timeout": terms.request_timeout,
-            "_preload_content": False,
-        }
+        timeout = terms.request_timeout
         try:
             if verb == "get":
-                response = self._api.read_namespaced_lease(terms.name, terms.namespace, **options)
-            elif verb == "create":
-                response = self._api.create_namespaced_lease(terms.namespace, body, **options)
-            else:
-                response = self._api.replace_namespaced_lease(
-                    terms.name, terms.namespace, body, **options
+                return raw_json.call(
+                    self._api.read_namespaced_lease,
+                    terms.name,
+                    terms.namespace,
+                    _request_timeout=timeout,
                 )
+            if verb == "create":
+                return raw_json.call(
+                    self._api.create_namespaced_lease,
+                    terms.namespace,
+                    body,
+                    _request_timeout=timeout,
+                )
+            return raw_json.call(
+                self._api.replace_namespaced_lease,
+                terms.name,
+                terms.namespace,
+                body,
+                _request_timeout=timeout,
+            )
         except ApiException as error:
             if error.status == HTTP_FORBIDDEN:
                 raise LeaseRefused(
@@ -216,8 +226,6 @@ class Elector:
                     "it (deploy/base/advertiser-rbac.yaml)"
                 ) from None
             raise
-        result: Mapping[str, Any] = json.loads(response.data)
-        return result
 
     def _body(self, current: Mapping[str, Any] | None) -> dict[str, Any]:
         terms = self._terms

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
+from webhook.kube import raw_json
 from webhook.kube.api_errors import HTTP_FORBIDDEN, short_reason
 
 log = logging.getLogger("webhook")
@@ -54,8 +55,11 @@ class NodeEvents:
             "count": 1,
         }
         try:
-            self._core.create_namespaced_event(
-                EVENT_NAMESPACE, body, _request_timeout=EVENT_TIMEOUT
+            raw_json.call(
+                self._core.create_namespaced_event,
+                EVENT_NAMESPACE,
+                body,
+                _request_timeout=EVENT_TIMEOUT,
             )
         except ApiException as error:
             if error.status != HTTP_FORBIDDEN:

@@ -39,7 +39,9 @@ class NodeView:
     @classmethod
     def of(cls, node: Mapping[str, Any]) -> NodeView:
         metadata = node.get("metadata")
-        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        if not isinstance(metadata, Mapping):
+            raise MalformedNode("a node without metadata")
+        name = metadata.get("name")
         if not isinstance(name, str) or not name:
             raise MalformedNode("a node without metadata.name")
         labels = metadata.get("labels") or {}

@@ -192,7 +192,7 @@ class _PolicyBuilder:
         )
 
     def _selector(self, parent: Mapping[str, Any], path: FieldPath) -> LabelSelector | None:
-        block = parent.get(path[-1])
+        block = parent.get(str(path[-1]))
         if block is None:
             return None
         constraints: list[tuple[str, ValueSet]] = []

@@ -4,6 +4,7 @@ policies and for the test formats alike."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,12 @@ def schema_problems(
     """What in `document` the schema rejects, in line order; unknown fields are named."""
     problems: list[PolicyProblem] = []
     reported: set[FieldPath] = set()
-    for error in validator.iter_errors(document.content):
+    content: Any = document.content
+    for error in validator.iter_errors(content):
         path: FieldPath = tuple(error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            known = sorted(error.schema.get("properties", {}))
+            schema = error.schema if isinstance(error.schema, Mapping) else {}
+            known = sorted(schema.get("properties", {}))
             if not known:
                 problems.append(document.problem(path, _message(error)))
                 continue
@@ -43,7 +46,8 @@ def schema_problems(
                     )
                 )
         elif error.validator == "required" and isinstance(error.instance, dict):
-            for key in error.validator_value:
+            required: Any = error.validator_value
+            for key in required:
                 if key not in error.instance and (*path, key) not in reported:
                     reported.add((*path, key))
                     problems.append(document.problem((*path, key), "is required"))
@@ -56,7 +60,8 @@ def _message(error: jsonschema.ValidationError) -> str:
     if error.validator == "const":
         return f"must be {error.validator_value!r}, not {error.instance!r}"
     if error.validator == "enum":
-        choices = ", ".join(repr(choice) for choice in error.validator_value)
+        values: Any = error.validator_value
+        choices = ", ".join(repr(choice) for choice in values)
         return f"{error.instance!r} is not one of {choices}"
     if error.validator == "type":
         return f"must be of type {error.validator_value}, not {_type_name(error.instance)}"

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, Protocol
 
+from webhook.policy import directory_watch
 from webhook.policy.directory_watch import (
     DirectoryWatcher,
     Fingerprint,
@@ -97,11 +98,11 @@ class Attempt:
 
 
 def load_directory(
-    directory: Path, files: PolicyFiles | None = None, settled: Fingerprint | None = None
+    directory: Path, files: PolicyFiles | None = None, settled_as: Fingerprint | None = None
 ) -> Attempt:
     """Load `directory`, whose files were just read as `files`. Raises DirectoryChanged when
     the files differ after the load from what was read before it, or when their fingerprint
-    differs from `settled`, the one taken when they were found settled (so a writer that
+    differs from `settled_as`, the one taken when they were found settled (so a writer that
     started after that and paused is caught). It does not wait for files to settle:
     load_settled_directory does."""
     before = files if files is not None else PolicyFiles.read(directory)
@@ -115,10 +116,10 @@ def load_directory(
         log.exception("loading the policies in %s failed unexpectedly", directory)
         problems = (_directory_problem(directory, f"the loader failed: {error!r}"),)
     observed_at = time.time()
-    if settled is not None:
+    if settled_as is not None:
         after = directory_fingerprint(directory)
-        if after != settled:
-            raise DirectoryChanged(directory, changed_plain_files(settled, after))
+        if after != settled_as:
+            raise DirectoryChanged(directory, changed_plain_files(settled_as, after))
     if PolicyFiles.read(directory).digest != before.digest:
         raise DirectoryChanged(directory)
     return Attempt(before, observed_at, policy_set, problems)
@@ -149,22 +150,20 @@ def load_settled_directory(directory: Path, settling: Settling | None = None) ->
         settled, changing = settle(directory, settling)
         if not changing:
             try:
-                return load_directory(directory, settled=settled)
+                return load_directory(directory, settled_as=settled)
             except DirectoryChanged as changed:
                 changing = changed.changing
         if time.monotonic() >= give_up_at:
             problem = _directory_problem(
                 directory,
-                f"{_still_written(changing)} after {STARTUP_PATIENCE_SECONDS:g} s; it is not "
-                "read until it stays unchanged",
+                f"{_still_written(changing)} after {STARTUP_PATIENCE_SECONDS:g} s (a file is "
+                f"read once it has stayed unchanged for {directory_watch.SETTLE_SECONDS:g} s)",
             )
             return Attempt(
                 PolicyFiles.read(directory), time.time(), None, (problem,), settled=False
             )
         if changing:
-            log.info(
-                "policies in %s: %s; waiting for it to settle", directory, _still_written(changing)
-            )
+            log.info("policies in %s: %s; waiting", directory, _still_written(changing))
 
 
 def _still_written(names: tuple[str, ...]) -> str:

@@ -22,7 +22,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -175,7 +175,7 @@ class WebhookMetrics:
             for labels, times in tallied.counts.items():
                 self._admission_count(*labels).inc(times)
             for endpoint, durations in tallied.durations.items():
-                _add_observations(self._durations[endpoint], durations)
+                _add_observations(self._durations[cast(Endpoint, endpoint)], durations)
         except Exception:
             log.exception("could not update the admission metrics")
 
