@@ -57,6 +57,7 @@ class Plan:
     memory_requests: int
     spread_runs: int = 5
     tls_runs: int = 3
+    edge_runs: int = 3
     rates: tuple[int, ...] = (100, 500, 1000)
 
 
@@ -76,6 +77,14 @@ QUICK = Plan(
     decision_s=0.3,
     memory_requests=10_000,
 )
+# Each piece of the serving edge, and the settings that turn it off (webhook/server/settings.py).
+EDGE_SWITCHES: dict[str, dict[str, str]] = {
+    "the evented front": {"FRONT": "threads"},
+    "held writes": {"HELD_WRITES": "off"},
+    "held log lines": {"LOG_FLUSH_SECONDS": "0"},
+    "the custom worker": {"WORKER": "gthread"},
+}
+
 # The longest single run that tops up the requests served before memory is read again.
 TOP_UP_LIMIT_S = 300
 
@@ -121,6 +130,7 @@ class Bench:
             baseline.start()
             self.tls(ours, baseline, gpu_pod, files[gpu_pod.name])
             baseline.stop()
+            self.edge(ours, gpu_pod, files[gpu_pod.name])
             self.memory_after_load(ours, files[gpu_pod.name])
         self.figures["machine"]["load_average_end"] = load_average()
         return self.figures
@@ -262,6 +272,29 @@ class Bench:
         found["ratio"] = ratio(found["ours"]["median"], found["baseline"]["median"])
         report.ratio_line("ours ÷ baseline, medians", found["ratio"], "(the baseline of this run)")
         self.figures["tls"] = found
+
+    def edge(self, ours: Server, scenario: Scenario, body: Path) -> None:
+        """What each piece of the serving edge buys: ours against ours with that piece off,
+        gpu-pod kept-alive at saturation, taken in turn."""
+        count = self.plan.edge_runs
+        report.section(f"Edge: gpu-pod kept-alive, ours and ours with one piece off, {count} runs")
+        found: dict[str, Any] = {}
+        for piece, switches in EDGE_SWITCHES.items():
+            (port,) = free_ports(1)
+            variant = webhook_server(port, self.log_dir, switches, f"without {piece}")
+            variant.start()
+            try:
+                self.probe(variant, scenario, scenario.expect)
+                runs = self.alternated({"ours": ours, "off": variant}, body, "kept-alive", count)
+            finally:
+                variant.stop()
+            bought = ratio(runs["ours"]["median"], runs["off"]["median"])
+            found[piece] = {"switches": switches, **runs, "ours_over_off": bought}
+            settings = " ".join(f"{name}={value}" for name, value in switches.items())
+            report.spread("ours", runs["ours"])
+            report.spread(f"{settings}", runs["off"])
+            report.ratio_line(f"{piece}: ours ÷ off, medians", bought, "")
+        self.figures["edge"] = found
 
     # Memory
 

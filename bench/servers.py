@@ -143,11 +143,15 @@ def _gunicorn_env(port: int) -> dict[str, str]:
     return os.environ | {"BIND": f"{HOST}:{port}", **_SERVED}
 
 
-def webhook_server(port: int, log_dir: Path) -> Server:
+def webhook_server(
+    port: int, log_dir: Path, switches: dict[str, str] | None = None, name: str = "webhook"
+) -> Server:
+    """The webhook as `make run` serves it; `switches` turn pieces of the serving edge off."""
     # Variables on make's command line win over the caller's environment: every server here
     # serves the same policies with the same log layout.
     command = ["make", "-s", "run", f"BIND={HOST}:{port}", *_MAKE_SETTINGS]
-    return Server("webhook", command, port, log_dir / "webhook.log", dict(os.environ))
+    log_file = log_dir / f"{name.replace(' ', '-')}.log"
+    return Server(name, command, port, log_file, os.environ | (switches or {}))
 
 
 def floor_server(port: int, log_dir: Path) -> Server:

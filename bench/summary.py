@@ -143,7 +143,33 @@ def _spread_and_tls(figures: Mapping[str, Any]) -> list[str]:
         names = {"ours": "ours", "baseline": "per-connection-TLS baseline"}
         lines += _table(header, [_runs_row(label, tls[name]) for name, label in names.items()])
         lines += ["", f"Ours ÷ baseline, medians: {times(tls['ratio'])}."]
+    lines += _edge(figures.get("edge"))
     return lines
+
+
+def _edge(edge: Mapping[str, Any] | None) -> list[str]:
+    """What each piece of the serving edge buys: ours ÷ ours with that piece off."""
+    if not edge:
+        return []
+    rows = []
+    for piece, found in edge.items():
+        switches = " ".join(f"`{name}={value}`" for name, value in found["switches"].items())
+        rows.append(
+            [
+                piece,
+                switches,
+                number(found["ours"]["median"], 0),
+                number(found["off"]["median"], 0),
+                times(found["ours_over_off"]),
+            ]
+        )
+    header = ["piece", "turned off by", "ours, median /s", "off, median /s", "ours ÷ off"]
+    return [
+        "",
+        "What each piece of the serving edge buys (gpu-pod, kept-alive, runs taken in turn):",
+        "",
+        *_table(header, rows),
+    ]
 
 
 def _decision(decision: Mapping[str, Any]) -> list[str]:

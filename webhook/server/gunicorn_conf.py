@@ -60,7 +60,9 @@ wsgi_app = "webhook.server.app:create_app()"
 bind = [_settings.bind]
 certfile = str(_settings.cert_file)
 keyfile = str(_settings.key_file)
-worker_class = "webhook.server.worker.KeepAliveThreadWorker"
+worker_class = (
+    "webhook.server.worker.KeepAliveThreadWorker" if _settings.worker == "keepalive" else "gthread"
+)
 workers = _settings.workers
 threads = _settings.threads
 # Per worker; at the cap the worker closes its oldest idle connection (worker/thread_worker.py).
@@ -84,10 +86,11 @@ _created_state_dirs: list[Path] = []
 _tls_contexts = TLSContextCache()
 # Made here, in the master before it forks, so that all its workers share it.
 _connection_table = ConnectionTable()
+_socket_base = WriteHoldingSSLSocket if _settings.held_writes == "on" else ssl.SSLSocket
 _serving_socket = (
-    stall_limited(_settings.client_stall_seconds, WriteHoldingSSLSocket)
+    stall_limited(_settings.client_stall_seconds, _socket_base)
     if _settings.client_stall_seconds
-    else WriteHoldingSSLSocket
+    else _socket_base
 )
 
 

@@ -14,6 +14,8 @@ from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
 MAX_BODY_BYTES = 8 * 2**20
 LOG_FORMATS = ("json", "text")
 FRONTS = ("evented", "threads")
+WORKERS = ("keepalive", "gthread")
+ON_OFF = ("on", "off")
 # gunicorn's levels; it would take any other word for info without a word.
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -53,6 +55,11 @@ class Settings:
     request_seconds: float = 10.0
     # Open connections per worker; at the cap the oldest idle one is closed for a new one.
     max_connections: int = 500
+    # Switches for the benchmark's comparison of what each piece of the serving edge buys:
+    # keepalive: worker/thread_worker.py; gthread: gunicorn's own worker (no front, no
+    # balancing, no next request on the same thread). held_writes off: a write per send.
+    worker: str = "keepalive"
+    held_writes: str = "on"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -87,6 +94,8 @@ class Settings:
             ),
             request_seconds=_positive_seconds(env, "REQUEST_SECONDS", defaults.request_seconds),
             max_connections=_positive_int(env, "MAX_CONNECTIONS", defaults.max_connections),
+            worker=_choice(env, "WORKER", defaults.worker, WORKERS),
+            held_writes=_choice(env, "HELD_WRITES", defaults.held_writes, ON_OFF),
         )
 
 
