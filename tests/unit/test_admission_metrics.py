@@ -126,7 +126,7 @@ def test_counts_from_many_threads_are_all_kept() -> None:
     # Threads switch as often as they can, so that an unguarded read-modify-write loses counts.
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
-    tally = AdmissionTally(DURATION_BUCKETS)
+    tally = AdmissionTally()
     per_thread, threads = 5000, 8
 
     def count() -> None:
@@ -143,7 +143,7 @@ def test_counts_from_many_threads_are_all_kept() -> None:
         sys.setswitchinterval(interval)
     tallied = tally.take()
     assert tallied.counts == {("mutate", "Pod", "allowed", ""): per_thread * threads}
-    assert sum(tallied.durations["mutate"].per_bucket) == per_thread * threads
+    assert len(tallied.durations["mutate"]) == per_thread * threads
     assert tally.take().counts == {}
 
 

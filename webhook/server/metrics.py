@@ -32,7 +32,7 @@ from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
 from webhook.periodically import Periodically
 from webhook.policy.store import ReloadResult, ReloadStatus, ServedSet
 from webhook.server.admission_log import AdmissionRecord, Endpoint
-from webhook.server.admission_tally import AdmissionTally, Durations
+from webhook.server.admission_tally import AdmissionTally
 from webhook.server.serving_certificate import CertificateExpiry
 
 log = logging.getLogger("webhook")
@@ -128,7 +128,7 @@ class WebhookMetrics:
         self._admission_counts: dict[tuple[str, ...], Any] = {}
         for endpoint in ENDPOINTS:
             self._admission_count(endpoint, "", "bad_request", "")
-        self._tally = AdmissionTally(DURATION_BUCKETS)
+        self._tally = AdmissionTally()
         self._publisher: Periodically | None = None
         if cert_file is not None:
             self.registry.register(_ServingCertificateCollector(CertificateExpiry(cert_file)))
@@ -175,7 +175,9 @@ class WebhookMetrics:
             for labels, times in tallied.counts.items():
                 self._admission_count(*labels).inc(times)
             for endpoint, durations in tallied.durations.items():
-                _add_observations(self._durations[cast(Endpoint, endpoint)], durations)
+                child = self._durations[cast(Endpoint, endpoint)]
+                for seconds in durations:
+                    child.observe(seconds)
         except Exception:
             log.exception("could not update the admission metrics")
 
@@ -190,16 +192,6 @@ class WebhookMetrics:
         self.publish()
         encode, content_type = choose_encoder(accept or "")
         return encode(self.registry), content_type
-
-
-def _add_observations(child: Any, durations: Durations) -> None:
-    """What Histogram.observe does once per duration, done once per bucket: prometheus_client
-    has no call that observes many values at once, so this adds to the child's bucket and
-    sum values itself (the test of this module holds it to what observe gives)."""
-    for bucket, times in zip(child._buckets, durations.per_bucket, strict=True):
-        if times:
-            bucket.inc(times)
-    child._sum.inc(durations.total)
 
 
 class _ServingCertificateCollector:
