@@ -25,6 +25,9 @@ from tests.support.mounted_tls import (
     serving_files,
 )
 from tests.support.server import FRACTIONAL_POD_REVIEW, WebhookServer
+from webhook.certs import dev_hosts
+from webhook.certs.issue import create_ca, issue_serving_certificate
+from webhook.certs.pem import certificate_pem, key_pem
 
 REVIEW = FRACTIONAL_POD_REVIEW.read_bytes()
 MAX_REQUESTS_PER_THREAD = 5000
@@ -71,6 +74,8 @@ class Load:
     server: WebhookServer
     fresh: int = 0
     kept_alive: int = 0
+    # What the clients trust; the development CA when None.
+    ca_file: Path | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     serials: list[int] = field(default_factory=list)
@@ -92,7 +97,11 @@ class Load:
             thread.join(DEADLINE_SECONDS)
 
     def _connect(self) -> Connection:
-        return Connection(self.server.port, self.server.certificates.ca_cert)
+        return Connection(self.server.port, self.ca_file or self.server.certificates.ca_cert)
+
+    def requests(self) -> int:
+        with self.lock:
+            return len(self.serials) + self.kept_alive_requests
 
     def _fresh_connections(self) -> None:
         for _ in range(MAX_REQUESTS_PER_THREAD):
@@ -205,3 +214,31 @@ def test_handshakes_that_start_during_a_swap_all_succeed(mounted: Mounted) -> No
     assert load.failures == []
     # The swaps took: new connections met more than one certificate.
     assert len(set(load.serials)) > 1
+
+
+def test_a_new_ca_rolled_out_with_an_overlapping_bundle_fails_no_request(
+    mounted: Mounted, tmp_path: Path
+) -> None:
+    """The CA itself is replaced, as a renewal near the CA's end does: clients trust the old
+    and the new CA for the overlap (a caBundle holding both), the serving pair is swapped to
+    one the new CA signed, and kept-alive and new connections go on at full speed."""
+    server = mounted.server
+    new_ca_cert, new_ca_key = create_ca("gpu-admission rotation test CA")
+    bundle = tmp_path / "ca-bundle.crt"
+    bundle.write_bytes(server.certificates.ca_cert.read_bytes() + certificate_pem(new_ca_cert))
+    cert, key = issue_serving_certificate(new_ca_cert, new_ca_key, dev_hosts())
+    renewed = {"tls.crt": certificate_pem(cert).decode(), "tls.key": key_pem(key).decode()}
+    started = time.monotonic()
+    with Load(server, fresh=2, kept_alive=2, ca_file=bundle) as load:
+        load.wait(requests=200)
+        mounted.mount.publish(renewed)
+        load.wait(requests=1000)
+    rate = load.requests() / (time.monotonic() - started)
+    print(f"\nCA rotation: {load.requests()} requests at {rate:.0f}/s, {len(load.failures)} failed")
+    assert load.failures == [], server.log()
+    assert rate > 400
+    # New connections now meet the certificate of the new CA.
+    assert serial_of(renewed) in load.serials
+    fresh = Connection(server.port, bundle)
+    assert fresh.serial == serial_of(renewed)
+    fresh.close()
