@@ -164,3 +164,21 @@ def test_distinct_large_pods_stay_within_the_outcome_caches_budget() -> None:
 
 
 POD_OBJECT: dict[str, Any] = json.loads(REVIEW.read_bytes())["request"]["object"]
+
+
+def test_a_share_that_would_push_annotations_past_the_limit_is_refused_before_the_patch() -> None:
+    # Found by the fuzz suite: the webhook's own annotations took a pod over the limit, and its
+    # second pass refused what its first had patched.
+    room = 100
+    verdict = answer(
+        review_with(
+            lambda obj: (
+                obj["metadata"]
+                .setdefault("annotations", {})
+                .update({"filler": "x" * (MAX_ANNOTATION_BYTES - room - len("filler"))})
+            )
+        )
+    )
+    assert (verdict.allowed, verdict.code) == (False, 400)
+    assert "metadata.annotations: Too long: must have at most 262144 bytes" in verdict.message
+    assert not verdict.patch

@@ -29,7 +29,13 @@ from webhook.engine.placement import (
     runtime_class_conflict,
     wanted_tolerations,
 )
-from webhook.engine.pod_spec import Container, PodView
+from webhook.engine.pod_spec import (
+    MAX_ANNOTATION_BYTES,
+    Container,
+    MalformedObject,
+    PodView,
+    annotation_bytes,
+)
 from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.engine.shares import SizedShare, placeholder_values, size_share
 from webhook.engine.workloads import PodTemplateLocation
@@ -352,8 +358,17 @@ class _PodChange:
 
     def _write_record(self, record: ShareRecord) -> None:
         annotations = (*self.pod.location.metadata, "annotations")
-        self.recorder.put((*annotations, POLICY_ANNOTATION), self.policy.name)
-        self.recorder.put((*annotations, SHARES_ANNOTATION), record.encode())
+        written = {POLICY_ANNOTATION: self.policy.name, SHARES_ANNOTATION: record.encode()}
+        if annotation_bytes({**self.pod.annotations, **written}) > MAX_ANNOTATION_BYTES:
+            # Patched, the object would break the apiserver's limit, and a second pass of
+            # ours would refuse it: refuse it now, before anything is written.
+            raise MalformedObject(
+                annotations,
+                f"Too long: must have at most {MAX_ANNOTATION_BYTES} bytes with the "
+                f"{POLICY_ANNOTATION} and {SHARES_ANNOTATION} annotations a share adds",
+            )
+        for key, value in written.items():
+            self.recorder.put((*annotations, key), value)
 
     def _place(
         self, placement: Placement, resources: list[str], extra: Mapping[str, str], why: str

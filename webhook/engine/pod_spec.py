@@ -196,7 +196,7 @@ class PodParts(NamedTuple):
 def pod_parts(obj: Mapping[str, Any], location: PodTemplateLocation) -> PodParts:
     metadata = _resolve(obj, location.metadata)
     annotations = _mapping(metadata, "annotations", location.metadata)
-    if annotations and _annotation_bytes(annotations) > MAX_ANNOTATION_BYTES:
+    if annotations and annotation_bytes(annotations) > MAX_ANNOTATION_BYTES:
         # The apiserver's own limit and words: such an object is never stored anyway.
         raise MalformedObject(
             (*location.metadata, "annotations"),
@@ -205,7 +205,8 @@ def pod_parts(obj: Mapping[str, Any], location: PodTemplateLocation) -> PodParts
     return PodParts(metadata, annotations, _resolve(obj, location.spec))
 
 
-def _annotation_bytes(annotations: Mapping[str, Any]) -> int:
+def annotation_bytes(annotations: Mapping[str, Any]) -> int:
+    """The bytes the apiserver counts against its limit: keys and string values, in UTF-8."""
     chars = sum(
         len(key) + (len(value) if type(value) is str else 0) for key, value in annotations.items()
     )
