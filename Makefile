@@ -12,7 +12,7 @@ LOG_FORMAT ?= text
 CERT_DIR := certs
 SUDO := $(shell test "$$(id -u)" -eq 0 || echo sudo)
 
-.PHONY: run test lint format certs venv clean deploy-check bench
+.PHONY: run test lint format certs venv clean deploy-check bench soak
 
 venv: $(STAMP)
 
@@ -61,6 +61,15 @@ $(CHECKOV_STAMP): deploy/checkov/requirements.txt
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r deploy/checkov/requirements.txt
 	@touch $@
+
+# The long runs of the reliability suites (README, Reliability), each printing its figures:
+# 100,000 fuzzed reviews in-process, the hostile-clients suite at full size, and a million
+# distinct pods against the workers' memory bound. About 30 minutes on 2 cores.
+soak: $(STAMP)
+	$(BIN)/python -m tests.fuzz.soak --cases 100000
+	HOSTILE_IDLE=500 HOSTILE_SLOW_HEADS=100 HOSTILE_HALF_BODIES=50 HOSTILE_RATE=200 \
+		HOSTILE_REVIEWS=1000 $(BIN)/python -m pytest -q -s tests/test_hostile_clients.py
+	$(BIN)/python -m tests.soak.distinct_pods --reviews 1000000
 
 # Builds deploy/ with kubectl kustomize and checks it: schemas, rules, settings, matchConditions,
 # NetworkPolicies, and checkov's Kubernetes checks on every overlay (offline; any finding fails).

@@ -34,7 +34,9 @@ HEAD = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             id="expect at head",
         ),
         pytest.param(
-            HEAD + b"Content-Length: 99999999999\r\n\r\n", Framing.AT_HEAD, id="over the body limit"
+            HEAD + b"Content-Length: 99999999999\r\n\r\n",
+            Framing.TOO_LARGE,
+            id="over the body limit",
         ),
         pytest.param(b"X" * 101, Framing.AT_HEAD, id="head over its limit"),
         # A header value that merely mentions the words is no such header.

@@ -14,7 +14,7 @@ from typing import Any
 
 from webhook.bounded_cache import BoundedCache
 from webhook.engine.evaluate import Mode, PodOutcome, evaluate_pod
-from webhook.engine.pod_spec import PodParts, PodView, engine_input
+from webhook.engine.pod_spec import PodParts, PodView, engine_input, metadata_sent
 from webhook.engine.workloads import PodTemplateLocation
 from webhook.policy.model import Policy
 
@@ -55,6 +55,9 @@ class OutcomeCache:
         """What `evaluate_pod` says of this pod (whose `pod_parts` are given), without its
         `document`. A pod is read into a `PodView` only when it is judged."""
         text = engine_input(location, parts)
+        if text is not None:
+            # Absent and null metadata read alike but are patched differently.
+            text = f"{metadata_sent(obj, location)}{text}"
         outcome = None if text is None else self._entries.get(policy, (mode, location, text))
         if outcome is None:
             pod = PodView.of_parts(location, parts)

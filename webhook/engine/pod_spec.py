@@ -249,6 +249,22 @@ def engine_input(location: PodTemplateLocation, parts: PodParts) -> str | None:
         return None
 
 
+def metadata_sent(obj: Mapping[str, Any], location: PodTemplateLocation) -> str:
+    """How each step down to the pod's metadata was sent: a dict (d), null (n), absent (a) or
+    another value (v). The engine reads absent and null alike, but patches them apart."""
+    marks = []
+    node: Any = obj
+    for key in location.metadata:
+        if type(node) is not dict or key not in node:
+            marks.append("a")
+            break
+        node = node[key]
+        marks.append("d" if type(node) is dict else "n" if node is None else "v")
+        if type(node) is not dict:
+            break
+    return "".join(marks)
+
+
 def _sent(node: Mapping[str, Any], key: str) -> tuple[Any, ...]:
     """The value at `key` as a one-item tuple, or () where there is none: in JSON, an absent
     part then differs from every value it could hold (0 and null among them)."""

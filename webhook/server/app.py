@@ -57,18 +57,21 @@ def create_app(
         # Read off the WSGI environ: werkzeug's parsed headers and wrapped input stream cost
         # as much as judging a pod, and a review needs neither.
         environ = request.environ
-        if not _is_json(environ.get("CONTENT_TYPE", "")):
-            return rejected(
-                endpoint, 415, "the body must be an AdmissionReview sent as application/json"
-            )
         declared = environ.get("CONTENT_LENGTH", "")
         # isdigit alone takes "²" and other digits int() refuses.
         if declared and not (declared.isascii() and declared.isdigit()):
             # gunicorn refuses such a request itself; another WSGI server may pass it on.
             return rejected(endpoint, 400, "the Content-Length header is not a number")
+        # Read before the type is judged: a body left unread would be read as the next request
+        # of a kept-alive connection. One over the limit is refused unread (the evented front
+        # answers it first, and closes the connection).
         body = _read_body(environ, declared, max_body)
         if body is None:
             return rejected(endpoint, 413, f"the body is larger than {max_body // 2**20} MiB")
+        if not _is_json(environ.get("CONTENT_TYPE", "")):
+            return rejected(
+                endpoint, 415, "the body must be an AdmissionReview sent as application/json"
+            )
         started = perf_counter()
         try:
             envelope = decode_envelope(body)

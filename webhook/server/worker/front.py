@@ -15,15 +15,17 @@ so far, and is closed when it runs out of time:
   request that would pass the budget closes its connection.
 
 A request is whole when its head has ended and, with a Content-Length, its body has arrived. A
-request with `Transfer-Encoding` or `Expect: 100-continue`, one whose Content-Length is over
-the body limit, and a head longer than `max_head_bytes` go to a thread as soon as their head
-(or the limit) is read: gunicorn answers those (and the thread's reads are bounded by
-CLIENT_STALL_SECONDS). The kube-apiserver sends neither.
+request with `Transfer-Encoding` or `Expect: 100-continue`, and a head longer than
+`max_head_bytes`, go to a thread as soon as their head (or the limit) is read: gunicorn answers
+those (and the thread's reads are bounded by CLIENT_STALL_SECONDS). One whose Content-Length is
+over the body limit is answered 413 here and its connection closed, since the body it leaves
+unread would otherwise be read as the next request. The kube-apiserver sends none of these.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import selectors
 import ssl
@@ -46,6 +48,7 @@ class Framing(Enum):
     MORE = "more"  # not whole yet: keep reading
     WHOLE = "whole"  # head and body are here
     AT_HEAD = "at-head"  # the thread takes it from here (see the module's docstring)
+    TOO_LARGE = "too-large"  # a Content-Length over the body limit: answered here, and closed
 
 
 def framing(buffered: bytes | bytearray, max_head_bytes: int, max_body_bytes: int) -> Framing:
@@ -62,7 +65,7 @@ def framing(buffered: bytes | bytearray, max_head_bytes: int, max_body_bytes: in
         return Framing.WHOLE
     length = int(found[1])
     if length > max_body_bytes:
-        return Framing.AT_HEAD
+        return Framing.TOO_LARGE
     return Framing.WHOLE if len(buffered) >= end + len(HEAD_END) + length else Framing.MORE
 
 
@@ -233,10 +236,25 @@ class Front:
                 self._give_up(entry)
                 return
             state = framing(entry.buffer, limits.max_head_bytes, limits.max_body_bytes)
+            if state is Framing.TOO_LARGE:
+                self._refuse_too_large(entry)
+                return
             if state is not Framing.MORE:
                 self._hand_on(entry)
                 return
         self._wait_for(entry, selectors.EVENT_READ)
+
+    def _refuse_too_large(self, entry: _Arriving) -> None:
+        """413 and close: left open, the connection's next bytes would be the body refused."""
+        reason = f"the body is larger than {self.limits.max_body_bytes // 2**20} MiB"
+        body = json.dumps({"error": reason, "code": 413}, separators=(",", ":")).encode()
+        head = (
+            b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        )
+        with contextlib.suppress(OSError):
+            entry.conn.sock.send(head + body)
+        self._give_up(entry)
 
     def _hand_on(self, entry: _Arriving) -> None:
         conn = self._forget(entry)
