@@ -64,7 +64,7 @@ $(CHECKOV_STAMP): deploy/checkov/requirements.txt
 
 # The long runs of the reliability suites (README, Reliability), each printing its figures:
 # 100,000 fuzzed reviews in-process, the hostile-clients suite at full size, and a million
-# distinct pods against the workers' memory bound. About 30 minutes on 2 cores.
+# distinct pods against the workers' memory bound. About an hour on 2 cores.
 soak: $(STAMP)
 	$(BIN)/python -m tests.fuzz.soak --cases 100000
 	HOSTILE_IDLE=500 HOSTILE_SLOW_HEADS=100 HOSTILE_HALF_BODIES=50 HOSTILE_RATE=200 \
