@@ -26,7 +26,7 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 # What an outcome weighs besides its key and its operations: the objects that hold them.
 ENTRY_OVERHEAD_BYTES = 1024
 
-_Key = tuple[Mode, PodTemplateLocation, str]
+_Key = tuple[Mode, PodTemplateLocation, str, str]
 
 
 class OutcomeCache:
@@ -55,15 +55,15 @@ class OutcomeCache:
         """What `evaluate_pod` says of this pod (whose `pod_parts` are given), without its
         `document`. A pod is read into a `PodView` only when it is judged."""
         text = engine_input(location, parts)
-        if text is not None:
-            # Absent and null metadata read alike but are patched differently.
-            text = f"{metadata_sent(obj, location)}{text}"
-        outcome = None if text is None else self._entries.get(policy, (mode, location, text))
+        # Absent and null metadata read alike but are patched differently: a key part of its own
+        # says which, rather than a copy of the text with a prefix.
+        key = None if text is None else (mode, location, metadata_sent(obj, location), text)
+        outcome = None if key is None else self._entries.get(policy, key)
         if outcome is None:
             pod = PodView.of_parts(location, parts)
             outcome = replace(evaluate_pod(obj, location, policy, mode, pod), document=None)
-            if text is not None:
-                self._entries.put(policy, (mode, location, text), outcome, _weight(text, outcome))
+            if key is not None and text is not None:
+                self._entries.put(policy, key, outcome, _weight(text, outcome))
         return outcome
 
 

@@ -121,9 +121,6 @@ class Front:
         self._arriving: dict[Any, _Arriving] = {}
         self._buffered = 0
 
-    def __len__(self) -> int:
-        return len(self._arriving)
-
     # --- taking connections ------------------------------------------------------------------
 
     def take(self, conn: Any) -> None:
