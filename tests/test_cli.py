@@ -440,6 +440,15 @@ def test_review_of_an_admission_review_gives_the_servers_patched_object() -> Non
     assert json.loads(run.out) == json.loads((scenario / "mutated.json").read_text())
 
 
+def test_review_writes_a_lone_surrogate_as_its_json_escape() -> None:
+    """UTF-8 cannot encode the string JSON's `\\ud800` stands for; the command still answers."""
+    scenario = Path("tests/scenarios/fuzz-found/lone-surrogate-in-long-annotations")
+    run = webhook_process("review", "-f", str(scenario / "review.json"), "-o", "json")
+    assert run.code == 0, run.err
+    assert '"team": "\\ud800"' in run.out
+    assert json.loads(run.out) == json.loads((scenario / "mutated.json").read_text())
+
+
 def test_review_with_namespace_labels_selects_the_labelled_policy() -> None:
     args = [
         "review",

@@ -112,6 +112,16 @@ def test_annotations_over_the_apiservers_limit_are_refused() -> None:
     )
 
 
+def test_a_lone_surrogate_counts_the_three_bytes_it_is_written_in() -> None:
+    # Found by the fuzz soak: JSON's escape \ud800 decodes to a string UTF-8 cannot encode.
+    pod = copy.deepcopy(POD_OBJECT)
+    pod["metadata"]["annotations"] = {"a": "x" * (MAX_ANNOTATION_BYTES - 4), "\ud800": ""}
+    pod_parts(pod, POD)
+    pod["metadata"]["annotations"]["\udfff"] = ""
+    with pytest.raises(MalformedObject, match="Too long"):
+        pod_parts(pod, POD)
+
+
 def test_containers_beyond_the_bound_are_refused_before_they_are_read() -> None:
     pod = copy.deepcopy(POD_OBJECT)
     template = pod["spec"]["containers"][0]

@@ -206,14 +206,16 @@ def pod_parts(obj: Mapping[str, Any], location: PodTemplateLocation) -> PodParts
 
 
 def annotation_bytes(annotations: Mapping[str, Any]) -> int:
-    """The bytes the apiserver counts against its limit: keys and string values, in UTF-8."""
+    """The bytes the apiserver counts against its limit: keys and string values, in UTF-8. A
+    lone surrogate (JSON allows the escape `\\ud800`) counts the three bytes it is written in."""
     chars = sum(
         len(key) + (len(value) if type(value) is str else 0) for key, value in annotations.items()
     )
     if chars * 4 <= MAX_ANNOTATION_BYTES:
         return chars  # UTF-8 takes at most four bytes a character
     return sum(
-        len(key.encode()) + (len(value.encode()) if type(value) is str else 0)
+        len(key.encode(errors="surrogatepass"))
+        + (len(value.encode(errors="surrogatepass")) if type(value) is str else 0)
         for key, value in annotations.items()
     )
 
