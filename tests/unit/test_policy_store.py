@@ -660,7 +660,7 @@ def test_reload_settings_are_read_from_the_environment() -> None:
     assert settings.policy_reload_seconds == 0.5
     assert settings.state_dir == Path("/var/state")
     defaults = Settings.from_environ({})
-    assert defaults.policy_reload_seconds == 2 and defaults.state_dir is None
+    assert defaults.policy_reload_seconds == 1 and defaults.state_dir is None
     assert Settings.from_environ({"POLICY_RELOAD_SECONDS": "0"}).policy_reload_seconds == 0
 
 

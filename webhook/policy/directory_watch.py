@@ -31,7 +31,7 @@ CONFIGMAP_DATA_LINK = "..data"
 # file is a few KB that a writer puts down in one or a few writes within milliseconds; a
 # writer that is descheduled, flushes a buffer at a time or copies over a network pauses for
 # tens to hundreds of milliseconds, and 0.5 s outlasts those. It is paid once per in-place edit
-# (on top of the poll interval, 2 s by default) and once at startup, and never for a mounted
+# (on top of the poll interval, 1 s by default) and once at startup, and never for a mounted
 # ConfigMap. A writer that pauses longer still can be read half-way: write elsewhere and
 # rename into place to be safe from any wait. Read when used, so tests can lower it.
 SETTLE_SECONDS = 0.5

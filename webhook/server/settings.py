@@ -39,7 +39,7 @@ class Settings:
     log_flush_seconds: float = 1.0
     max_body_bytes: int = MAX_BODY_BYTES
     # How often each worker looks for a changed policy directory; 0 turns live reload off.
-    policy_reload_seconds: float = 2.0
+    policy_reload_seconds: float = 1.0
     # Where the last good policy set and the metrics of all workers are kept. None: the
     # gunicorn master creates a temporary directory and exports it here to its workers.
     state_dir: Path | None = None
