@@ -57,7 +57,7 @@ class Plan:
     memory_requests: int
     spread_runs: int = 5
     tls_runs: int = 3
-    edge_runs: int = 3
+    edge_runs: int = 5
     rates: tuple[int, ...] = (100, 500, 1000)
 
 
@@ -83,6 +83,7 @@ EDGE_SWITCHES: dict[str, dict[str, str]] = {
     "held writes": {"HELD_WRITES": "off"},
     "held log lines": {"LOG_FLUSH_SECONDS": "0"},
     "the custom worker": {"WORKER": "gthread"},
+    "batched metrics": {"METRICS_PUBLISH_SECONDS": "0"},
 }
 
 # The longest single run that tops up the requests served before memory is read again.
@@ -130,7 +131,7 @@ class Bench:
             baseline.start()
             self.tls(ours, baseline, gpu_pod, files[gpu_pod.name])
             baseline.stop()
-            self.edge(ours, gpu_pod, files[gpu_pod.name])
+            self.edge(gpu_pod, files[gpu_pod.name])
             self.memory_after_load(ours, files[gpu_pod.name])
         self.figures["machine"]["load_average_end"] = load_average()
         return self.figures
@@ -273,21 +274,25 @@ class Bench:
         report.ratio_line("ours ÷ baseline, medians", found["ratio"], "(the baseline of this run)")
         self.figures["tls"] = found
 
-    def edge(self, ours: Server, scenario: Scenario, body: Path) -> None:
+    def edge(self, scenario: Scenario, body: Path) -> None:
         """What each piece of the serving edge buys: ours against ours with that piece off,
-        gpu-pod kept-alive at saturation, taken in turn."""
+        gpu-pod kept-alive at saturation, taken in turn. Both are started afresh for each
+        piece, so that neither has served more than the other."""
         count = self.plan.edge_runs
         report.section(f"Edge: gpu-pod kept-alive, ours and ours with one piece off, {count} runs")
         found: dict[str, Any] = {}
         for piece, switches in EDGE_SWITCHES.items():
-            (port,) = free_ports(1)
-            variant = webhook_server(port, self.log_dir, switches, f"without {piece}")
-            variant.start()
-            try:
-                self.probe(variant, scenario, scenario.expect)
-                runs = self.alternated({"ours": ours, "off": variant}, body, "kept-alive", count)
-            finally:
-                variant.stop()
+            ours_port, off_port = free_ports(2)
+            pair = {
+                "ours": webhook_server(ours_port, self.log_dir, {}, f"ours beside {piece} off"),
+                "off": webhook_server(off_port, self.log_dir, switches, f"without {piece}"),
+            }
+            with ExitStack() as running:
+                for server in pair.values():
+                    running.callback(server.stop)
+                    server.start()
+                    self.probe(server, scenario, scenario.expect)
+                runs = self.alternated(pair, body, "kept-alive", count)
             bought = ratio(runs["ours"]["median"], runs["off"]["median"])
             found[piece] = {"switches": switches, **runs, "ours_over_off": bought}
             settings = " ".join(f"{name}={value}" for name, value in switches.items())

@@ -279,6 +279,34 @@ def test_a_worker_that_exits_keeps_the_admissions_it_counted(tmp_path: Path) -> 
         server.stop()
 
 
+def test_with_metrics_published_at_once_another_workers_scrape_counts_every_admission(
+    tmp_path: Path,
+) -> None:
+    server = shipped_policies_server(tmp_path, {"METRICS_PUBLISH_SECONDS": "0"})
+    server.start()
+    try:
+        answering = server.client()  # one kept-alive connection: one worker answers it all
+        for _ in range(EXITING_WORKER_ADMISSIONS):
+            assert answering.post_json("/mutate", QUARTER).status == 200
+        worker = answering.request("GET", "/readyz").json()["worker"]
+        for _ in range(100):
+            scraping = server.client()
+            if scraping.request("GET", "/readyz").json()["worker"] != worker:
+                break
+            scraping.close()
+        else:
+            raise AssertionError("no connection reached the other worker")
+        reply = scraping.request("GET", "/metrics")  # the other worker, at once
+        scraping.close()
+        answering.close()
+        labels = 'endpoint="mutate",kind="Pod",policy="default",verdict="patched"'
+        assert f"gpu_webhook_admissions_total{{{labels}}} {EXITING_WORKER_ADMISSIONS}.0" in (
+            reply.body.decode()
+        )
+    finally:
+        server.stop()
+
+
 def test_a_stopping_server_writes_the_admission_lines_it_held(tmp_path: Path) -> None:
     server = shipped_policies_server(tmp_path, {"LOG_FLUSH_SECONDS": "60"})
     server.start()

@@ -38,7 +38,9 @@ def create_app(
     raises PolicyLoadError, so a server never starts on a half-read policy. Namespace labels
     come from the Kubernetes API as settings.namespace_labels says, unless given."""
     settings = settings or Settings.from_environ()
-    metrics = WebhookMetrics(settings.cert_file, cached_bytes)
+    metrics = WebhookMetrics(
+        settings.cert_file, cached_bytes, publish_seconds=settings.metrics_publish_seconds
+    )
     observers: list[ReloadObserver] = [metrics]
     labels = namespace_labels
     if labels is None:

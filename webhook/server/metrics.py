@@ -6,8 +6,10 @@ endpoint merges them all, whichever worker answers. Without that variable (an ap
 test) the metrics live in a registry of their own.
 
 Admissions are counted in the worker's memory first (admission_tally.py) and added to the
-metrics in a batch: before this worker answers a scrape, every PUBLISH_SECONDS, and when the
-worker exits. A scrape answered by one worker may so miss the last second of another's.
+metrics in a batch: before this worker answers a scrape, every `publish_seconds`
+(METRICS_PUBLISH_SECONDS, 1 s by default), and when the worker exits. A scrape answered by one
+worker may so miss the last second of another's. With 0 each admission is added at once, in
+the request: the benchmark's comparison of what the batching buys.
 
 prometheus_client picks its value storage when it is first imported, so nothing in the master
 may import it before PROMETHEUS_MULTIPROC_DIR is set.
@@ -41,8 +43,6 @@ MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 ENDPOINTS: tuple[Endpoint, ...] = ("mutate", "validate")
 # Most answers take well under a millisecond; the apiserver gives up after timeoutSeconds.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
-# How often a worker adds the admissions it counted to the metrics every worker reads.
-PUBLISH_SECONDS = 1.0
 # The kinds the webhook judges keep their name as a label; any other kind a client posts is
 # "other", so a caller cannot mint a time series per made-up kind.
 _KINDS = {(group, kind): kind for group, kind in POD_TEMPLATE_LOCATIONS}
@@ -54,8 +54,13 @@ def kind_label(group: str, kind: str) -> str:
 
 class WebhookMetrics:
     def __init__(
-        self, cert_file: Path | None = None, cached_bytes: Callable[[], int] | None = None
+        self,
+        cert_file: Path | None = None,
+        cached_bytes: Callable[[], int] | None = None,
+        *,
+        publish_seconds: float = 1.0,
     ) -> None:
+        self.publish_seconds = publish_seconds
         multiprocess_dir = os.environ.get(MULTIPROCESS_DIR_VARIABLE)
         self._shared = bool(multiprocess_dir)
         self.registry = CollectorRegistry()
@@ -146,18 +151,26 @@ class WebhookMetrics:
     def admitted(self, record: AdmissionRecord) -> None:
         kind = kind_label(record.group, record.kind)
         labels = (record.endpoint, kind, record.verdict, record.policy)
-        self._tally.count(labels, record.endpoint, record.seconds)
+        if self.publish_seconds:
+            self._tally.count(labels, record.endpoint, record.seconds)
+        else:
+            self._admission_count(*labels).inc()
+            self._durations[record.endpoint].observe(record.seconds)
 
     def rejected(self, endpoint: Endpoint) -> None:
-        self._tally.count((endpoint, "", "bad_request", ""), None, 0.0)
+        labels = (endpoint, "", "bad_request", "")
+        if self.publish_seconds:
+            self._tally.count(labels, None, 0.0)
+        else:
+            self._admission_count(*labels).inc()
 
     def start_publishing(self) -> None:
-        """Add counted admissions to the shared metrics every PUBLISH_SECONDS, from a thread
+        """Add counted admissions to the shared metrics every `publish_seconds`, from a thread
         of this process, and when it exits. Only where workers share metrics files: otherwise
         every scrape reads this process's own counts, published as it renders them."""
-        if self._shared and self._publisher is None:
+        if self._shared and self.publish_seconds and self._publisher is None:
             self._publisher = Periodically(
-                PUBLISH_SECONDS,
+                self.publish_seconds,
                 self.publish,
                 "publishing the admission metrics",
                 thread_name="metrics-publisher",

@@ -37,6 +37,8 @@ class Settings:
     log_format: str = "json"
     # How long a worker may hold its admission lines to write them together; 0: each at once.
     log_flush_seconds: float = 1.0
+    # How often a worker adds the admissions it counted to the shared metrics; 0: each at once.
+    metrics_publish_seconds: float = 1.0
     max_body_bytes: int = MAX_BODY_BYTES
     # How often each worker looks for a changed policy directory; 0 turns live reload off.
     policy_reload_seconds: float = 1.0
@@ -77,6 +79,9 @@ class Settings:
             log_format=_choice(env, "LOG_FORMAT", defaults.log_format, LOG_FORMATS),
             log_flush_seconds=_seconds(
                 env, "LOG_FLUSH_SECONDS", defaults.log_flush_seconds, shortest=0.01
+            ),
+            metrics_publish_seconds=_seconds(
+                env, "METRICS_PUBLISH_SECONDS", defaults.metrics_publish_seconds, shortest=0.01
             ),
             policy_reload_seconds=_seconds(
                 env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds, shortest=0.01
