@@ -20,6 +20,7 @@ from tests.support.server import (
     WebhookServer,
     run_until_exit,
 )
+from tests.support.waiting import eventually
 from webhook.admission.review import AdmissionRequest
 from webhook.policy.policy_set import PolicySet, Selection
 from webhook.server.app import create_app
@@ -134,6 +135,16 @@ def test_a_declared_length_over_8_mib_is_a_413_before_the_body_is_read(
     reply = exchange(shipped_server, iter([head.encode()]))
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
     assert b'"the body is larger than 8 MiB"' in reply
+    # Answered by the evented front, and still logged (and counted) as the app's refusals are.
+    refusals = eventually(
+        lambda: [
+            line
+            for line in shipped_server.log_records()
+            if line.get("httpStatus") == 413 and line.get("endpoint") == "mutate"
+        ]
+    )
+    assert refusals[0]["verdict"] == "bad_request"
+    assert refusals[0]["error"] == "the body is larger than 8 MiB"
 
 
 def test_a_chunked_body_over_8_mib_is_a_413(shipped_server: WebhookServer) -> None:

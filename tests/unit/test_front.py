@@ -8,7 +8,7 @@ import re
 import pytest
 
 from webhook.server.settings import Settings, SettingsError
-from webhook.server.worker.front import Framing, framing
+from webhook.server.worker.front import Framing, framing, request_path
 
 HEAD = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
@@ -54,6 +54,22 @@ def test_framing(buffered: bytes, expected: Framing) -> None:
         )
         is expected
     )
+
+
+@pytest.mark.parametrize(
+    ("buffered", "path"),
+    [
+        (HEAD, "/mutate"),
+        (b"POST /validate?timeout=10s HTTP/1.1\r\nHost: x\r\n", "/validate"),
+        (b"POST /m\xffx HTTP/1.1\r\n", "/m\ufffdx"),
+        (b"garbage\r\n", ""),
+        (b"", ""),
+    ],
+)
+def test_the_path_of_a_refused_request_is_read_from_its_request_line(
+    buffered: bytes, path: str
+) -> None:
+    assert request_path(buffered) == path
 
 
 def test_the_front_and_its_limits_are_settings() -> None:

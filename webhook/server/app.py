@@ -23,8 +23,11 @@ from webhook.server.admission_log import AdmissionRecord, Endpoint, log_admissio
 from webhook.server.log_format import rfc3339
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import Settings
+from webhook.server.worker.front import REFUSALS_HOOK
 
 log = logging.getLogger("webhook")
+
+ENDPOINT_PATHS: dict[str, Endpoint] = {"/mutate": "mutate", "/validate": "validate"}
 
 
 def create_app(
@@ -90,6 +93,14 @@ def create_app(
         metrics.rejected(endpoint)
         log_rejection(endpoint, code, reason)
         return _error(code, reason)
+
+    def refused_at_front(path: str, status: int, reason: str) -> None:
+        endpoint = ENDPOINT_PATHS.get(path)
+        if endpoint is not None:
+            metrics.rejected(endpoint)
+            log_rejection(endpoint, status, reason)
+
+    app.extensions[REFUSALS_HOOK] = refused_at_front
 
     @app.post("/mutate")
     def mutate() -> Response | tuple[Response, int]:

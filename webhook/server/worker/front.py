@@ -19,7 +19,8 @@ request with `Transfer-Encoding` or `Expect: 100-continue`, and a head longer th
 `max_head_bytes`, go to a thread as soon as their head (or the limit) is read: gunicorn answers
 those (and the thread's reads are bounded by CLIENT_STALL_SECONDS). One whose Content-Length is
 over the body limit is answered 413 here and its connection closed, since the body it leaves
-unread would otherwise be read as the next request. The kube-apiserver sends none of these.
+unread would otherwise be read as the next request; the app still counts and logs it, through
+the hook it keeps under REFUSALS_HOOK. The kube-apiserver sends none of these.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ RECV_BYTES = 64 * 1024
 HEAD_END = b"\r\n\r\n"
 CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([0-9]{1,19})[ \t]*(?:\r\n|$)")
 SENT_AT_HEAD = (b"\r\ntransfer-encoding:", b"\r\nexpect:")
+# Where a WSGI app keeps (in `app.extensions`) what to call with the path, the HTTP status and
+# the reason of a request the front answered itself.
+REFUSALS_HOOK = "gpu-webhook.refused-at-front"
+
+Refused = Callable[[str, int, str], None]
 
 
 class Framing(Enum):
@@ -67,6 +73,16 @@ def framing(buffered: bytes | bytearray, max_head_bytes: int, max_body_bytes: in
     if length > max_body_bytes:
         return Framing.TOO_LARGE
     return Framing.WHOLE if len(buffered) >= end + len(HEAD_END) + length else Framing.MORE
+
+
+def request_path(buffered: bytes | bytearray) -> str:
+    """The path of the request line at the start of `buffered`, without its query; "" when
+    there is none to read."""
+    line = bytes(buffered[: buffered.find(b"\r\n")])
+    parts = line.split(b" ")
+    if len(parts) != 3:
+        return ""
+    return parts[1].split(b"?", 1)[0].decode("ascii", "replace")
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,7 @@ class Front:
         *,
         dispatch: Callable[[Any], None],
         close: Callable[[Any], None],
+        refused: Refused = lambda path, status, reason: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cfg = cfg
@@ -117,6 +134,7 @@ class Front:
         self.limits = limits
         self._dispatch = dispatch
         self._close = close
+        self._refused = refused
         self._clock = clock
         self._arriving: dict[Any, _Arriving] = {}
         self._buffered = 0
@@ -252,6 +270,7 @@ class Front:
         with contextlib.suppress(OSError):
             entry.conn.sock.send(head + body)
         self._give_up(entry)
+        self._refused(request_path(entry.buffer), 413, reason)
 
     def _hand_on(self, entry: _Arriving) -> None:
         conn = self._forget(entry)

@@ -43,7 +43,7 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.settings import Settings
 from webhook.server.worker.connection_table import WorkerRow
-from webhook.server.worker.front import Front, FrontLimits
+from webhook.server.worker.front import REFUSALS_HOOK, Front, FrontLimits
 
 # How long a pool thread waits for the next request on its connection, checking between
 # slices (poll counts in milliseconds) whether another connection waits for a thread. A client
@@ -129,6 +129,7 @@ class KeepAliveThreadWorker(ThreadWorker):
                 ),
                 dispatch=lambda conn: ThreadWorker.enqueue_req(self, conn),
                 close=self._close_arriving,
+                refused=self._refused_at_front,
             )
         super().run()
 
@@ -140,6 +141,11 @@ class KeepAliveThreadWorker(ThreadWorker):
             super().enqueue_req(conn)
         else:
             front.take(conn)
+
+    def _refused_at_front(self, path: str, status: int, reason: str) -> None:
+        hook = getattr(self.wsgi, "extensions", {}).get(REFUSALS_HOOK)
+        if hook is not None:
+            hook(path, status, reason)
 
     def _close_arriving(self, conn: TConn) -> None:
         self.nr_conns -= 1
