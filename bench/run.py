@@ -81,7 +81,6 @@ QUICK = Plan(
 EDGE_SWITCHES: dict[str, dict[str, str]] = {
     "the evented front": {"FRONT": "threads"},
     "held writes": {"HELD_WRITES": "off"},
-    "held log lines": {"LOG_FLUSH_SECONDS": "0"},
     "the custom worker": {"WORKER": "gthread"},
     "batched metrics": {"METRICS_PUBLISH_SECONDS": "0"},
 }

@@ -120,8 +120,9 @@ def test_a_text_value_reads_back_as_one_token(value: object) -> None:
         assert json.loads(written) == value
 
 
-def test_log_flush_seconds_is_read() -> None:
-    assert Settings.from_environ({}).log_flush_seconds == 1.0
-    assert Settings.from_environ({"LOG_FLUSH_SECONDS": "0"}).log_flush_seconds == 0
-    assert Settings.from_environ({"LOG_FLUSH_SECONDS": "0.25"}).log_flush_seconds == 0.25
+def test_metrics_publish_seconds_is_read() -> None:
+    assert Settings.from_environ({}).metrics_publish_seconds == 1.0
+    assert Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0"}).metrics_publish_seconds == 0
+    chosen = Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0.25"})
+    assert chosen.metrics_publish_seconds == 0.25
     # What it refuses: test_policy_store's test_a_bad_interval_is_refused.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.waiting import eventually
 from webhook.server.log_format import FIELDS_ATTRIBUTE, JsonFormatter, LineValues, TextFormatter
-from webhook.server.log_lines import HELD_LINES_LIMIT, PIPE_BUF, LineWriter
+from webhook.server.log_lines import LineWriter
 
 FIELDS = {"uid": "u-1", "dryRun": False, "policy": "", "denial": 'Pod "p": no', "durationMs": 0.25}
 field_values = st.one_of(
@@ -178,28 +176,6 @@ def test_unrouted_lines_are_records(logger: logging.Logger) -> None:
     assert [record.getMessage() for record in other.records] == ["admission"]
 
 
-def test_a_record_carries_the_fields_a_function_makes(logger: logging.Logger) -> None:
-    other = Remembering()
-    logger.handlers = [other]
-    LineWriter(logger).info("admission", lambda: FIELDS)
-    (record,) = other.records
-    assert getattr(record, FIELDS_ATTRIBUTE) == FIELDS
-
-
-# --- held lines --------------------------------------------------------------------------
-
-
-def routed_text_writer(
-    logger: logging.Logger, stream: io.StringIO | None = None
-) -> tuple[LineWriter, logging.StreamHandler[io.StringIO], io.StringIO]:
-    """A writer routed to the logger's one stream handler, in the text layout."""
-    handler, stream = stream_handler(TextFormatter(), stream)
-    logger.handlers = [handler]
-    writer = LineWriter(logger)
-    writer.route(logger.handlers)
-    return writer, handler, stream
-
-
 class RecordingStream(io.StringIO):
     def __init__(self) -> None:
         super().__init__()
@@ -210,146 +186,36 @@ class RecordingStream(io.StringIO):
         return super().write(text)
 
 
-@pytest.fixture
-def holding(logger: logging.Logger) -> Iterator[tuple[LineWriter, RecordingStream]]:
-    """A writer holding its lines for a minute: only what the test does writes them. Its
-    stream records each write."""
+def routed_text_writer(logger: logging.Logger) -> tuple[LineWriter, RecordingStream]:
+    """A writer routed to the logger's one stream handler, in the text layout."""
     stream = RecordingStream()
-    writer, _, _ = routed_text_writer(logger, stream)
-    writer.hold(60)
-    yield writer, stream
-    writer.stop_holding()
+    handler, _ = stream_handler(TextFormatter(), stream)
+    logger.handlers = [handler]
+    writer = LineWriter(logger)
+    writer.route(logger.handlers)
+    return writer, stream
 
 
-def uids(stream: io.StringIO) -> list[str]:
-    return uids_in(stream.getvalue())
-
-
-def uids_in(text: str) -> list[str]:
-    return [line.split("uid=")[1].split()[0] for line in text.splitlines()]
-
-
-def test_held_lines_are_written_together_when_asked(
-    holding: tuple[LineWriter, io.StringIO],
-) -> None:
-    writer, stream = holding
+def test_each_routed_line_is_one_write_of_the_whole_line(logger: logging.Logger) -> None:
+    writer, stream = routed_text_writer(logger)
+    long_denial = "x" * 10_000  # longer than any pipe keeps whole in one write: still one
     writer.info("admission", FIELDS)
-    writer.info("admission", {**FIELDS, "uid": "u-2"})
-    assert stream.getvalue() == ""
-    writer.write_held()
-    assert uids(stream) == ["u-1", "u-2"]
+    writer.info("admission", {**FIELDS, "uid": "u-2", "denial": long_denial})
+    assert len(stream.writes) == 2
+    assert all(write.endswith("\n") and write.count("\n") == 1 for write in stream.writes)
+    assert "uid=u-1" in stream.writes[0] and "uid=u-2" in stream.writes[1]
 
 
-def test_held_lines_are_written_before_a_record_of_the_same_handler(
-    logger: logging.Logger, holding: tuple[LineWriter, io.StringIO]
-) -> None:
-    writer, stream = holding
-    writer.info("admission", FIELDS)
-    logger.warning("the policies do not load")
-    lines = stream.getvalue().splitlines()
-    assert len(lines) == 2
-    assert "uid=u-1" in lines[0] and "[WARNING] the policies do not load" in lines[1]
-
-
-def test_held_lines_are_written_once_the_limit_of_them_wait(
-    holding: tuple[LineWriter, io.StringIO],
-) -> None:
-    writer, stream = holding
-    for index in range(HELD_LINES_LIMIT - 1):
-        writer.info("admission", {**FIELDS, "uid": f"u-{index}"})
-    assert stream.getvalue() == ""
-    writer.info("admission", {**FIELDS, "uid": f"u-{HELD_LINES_LIMIT - 1}"})
-    assert uids(stream) == [f"u-{index}" for index in range(HELD_LINES_LIMIT)]
-
-
-def test_a_held_lines_fields_are_made_when_it_is_written(
-    holding: tuple[LineWriter, io.StringIO],
-) -> None:
-    writer, stream = holding
-    made: list[str] = []
-
-    def fields() -> dict[str, object]:
-        made.append("u-1")
-        return FIELDS
-
-    writer.info("admission", fields)
-    assert made == []
-    writer.write_held()
-    assert made == ["u-1"] and uids(stream) == ["u-1"]
-
-
-def test_a_line_that_fails_to_render_is_reported_and_the_others_written(
-    holding: tuple[LineWriter, io.StringIO], capsys: pytest.CaptureFixture[str]
-) -> None:
-    writer, stream = holding
-
-    def broken() -> dict[str, object]:
+class Unprintable:
+    def __str__(self) -> str:
         raise KeyError("uid")
 
-    writer.info("admission", FIELDS)
-    writer.info("admission", broken)
+
+def test_a_line_that_fails_to_render_is_reported_and_the_next_written(
+    logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    writer, stream = routed_text_writer(logger)
+    writer.info("admission", {**FIELDS, "uid": Unprintable()})
     writer.info("admission", {**FIELDS, "uid": "u-3"})
-    writer.write_held()
-    assert uids(stream) == ["u-1", "u-3"]
+    assert [line.split("uid=")[1].split()[0] for line in stream.getvalue().splitlines()] == ["u-3"]
     assert "KeyError: 'uid'" in capsys.readouterr().err
-
-
-def test_when_holding_stops_held_lines_and_later_ones_are_written(
-    holding: tuple[LineWriter, io.StringIO],
-) -> None:
-    writer, stream = holding
-    writer.info("admission", FIELDS)
-    writer.stop_holding()
-    assert uids(stream) == ["u-1"]
-    writer.info("admission", {**FIELDS, "uid": "u-2"})
-    assert uids(stream) == ["u-1", "u-2"]
-
-
-def test_held_lines_are_written_within_the_interval(logger: logging.Logger) -> None:
-    writer, _, stream = routed_text_writer(logger)
-    writer.hold(0.5)
-    try:
-        writer.info("admission", FIELDS)
-        assert stream.getvalue() == ""
-        eventually(stream.getvalue)
-        assert uids(stream) == ["u-1"]
-    finally:
-        writer.stop_holding()
-
-
-def test_holding_for_no_time_holds_nothing(logger: logging.Logger) -> None:
-    writer, handler, stream = routed_text_writer(logger)
-    writer.hold(0)
-    writer.info("admission", FIELDS)
-    assert uids(stream) == ["u-1"]
-    assert handler.filters == []
-
-
-def test_held_lines_go_out_in_whole_lines_each_write_small_enough_for_a_pipe(
-    holding: tuple[LineWriter, RecordingStream],
-) -> None:
-    writer, stream = holding
-    made = 200
-    for index in range(made):
-        writer.info("admission", {**FIELDS, "uid": f"u-{index}", "name": "träger-ß"})
-    writer.stop_holding()
-    longest = max(len(line.encode()) for line in stream.getvalue().splitlines(keepends=True))
-    lines_per_write = PIPE_BUF // longest
-    # Each batch of held lines goes out in as few writes as fit it.
-    batches = [HELD_LINES_LIMIT] * (made // HELD_LINES_LIMIT) + [made % HELD_LINES_LIMIT]
-    fewest = sum(math.ceil(batch / lines_per_write) for batch in batches)
-    assert 1 < len(stream.writes) <= fewest
-    for text in stream.writes:
-        assert text.endswith("\n") and len(text.encode()) <= PIPE_BUF
-    assert uids(stream) == [f"u-{index}" for index in range(made)]
-
-
-def test_a_held_line_longer_than_a_pipe_write_goes_out_alone_and_whole(
-    holding: tuple[LineWriter, RecordingStream],
-) -> None:
-    writer, stream = holding
-    writer.info("admission", FIELDS)
-    writer.info("admission", {**FIELDS, "uid": "u-long", "denial": "no " * PIPE_BUF})
-    writer.info("admission", {**FIELDS, "uid": "u-3"})
-    writer.stop_holding()
-    assert [uids_in(text) for text in stream.writes] == [["u-1"], ["u-long"], ["u-3"]]

@@ -109,8 +109,7 @@ class AdmissionRecord:
 
 def log_admission(record: AdmissionRecord) -> None:
     if log.isEnabledFor(logging.INFO):
-        # The fields are made when the line is laid out: a held line's, with its batch.
-        admission_lines.info("admission", record.fields)
+        admission_lines.info("admission", record.fields())
 
 
 def log_rejection(endpoint: Endpoint, status: int, reason: str) -> None:

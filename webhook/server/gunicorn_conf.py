@@ -11,9 +11,7 @@ master never starts a thread, since threads do not survive a fork.
 
 Every log line, gunicorn's and the service's, is written as LOG_FORMAT says (log_format.py):
 a JSON object per line by default. There is no access log: the service writes one line per
-admission itself, with what the apiserver asked and what it was answered. Each worker holds
-those lines for up to LOG_FLUSH_SECONDS and writes them together (log_lines.py), and writes
-what it holds before it exits.
+admission itself, with what the apiserver asked and what it was answered (log_lines.py).
 
 Each worker builds its TLS context once, and again only when the certificate files change
 (tls_context.py): gunicorn's own hook builds one, CA store included, for every connection. The
@@ -138,12 +136,7 @@ def pre_fork(server: Any, worker: Any) -> None:
     _connection_table.seat(worker, server.WORKERS.values())
 
 
-def post_worker_init(worker: Any) -> None:
-    admission_lines.hold(_settings.log_flush_seconds)
-
-
 def worker_exit(server: Any, worker: Any) -> None:
-    admission_lines.stop_holding()
     # Now rather than only at exit: a request thread still running keeps the interpreter from
     # exiting, and a worker past its timeout is killed a second after it is told to stop.
     extensions = getattr(getattr(worker, "wsgi", None), "extensions", {})

@@ -35,8 +35,6 @@ class Settings:
     log_level: str = "info"
     # json: one JSON object per line, for a log pipeline; text: gunicorn's layout, for a terminal.
     log_format: str = "json"
-    # How long a worker may hold its admission lines to write them together; 0: each at once.
-    log_flush_seconds: float = 1.0
     # How often a worker adds the admissions it counted to the shared metrics; 0: each at once.
     metrics_publish_seconds: float = 1.0
     max_body_bytes: int = MAX_BODY_BYTES
@@ -77,9 +75,6 @@ class Settings:
             threads=_positive_int(env, "THREADS", defaults.threads),
             log_level=_choice(env, "LOG_LEVEL", defaults.log_level, LOG_LEVELS),
             log_format=_choice(env, "LOG_FORMAT", defaults.log_format, LOG_FORMATS),
-            log_flush_seconds=_seconds(
-                env, "LOG_FLUSH_SECONDS", defaults.log_flush_seconds, shortest=0.01
-            ),
             metrics_publish_seconds=_seconds(
                 env, "METRICS_PUBLISH_SECONDS", defaults.metrics_publish_seconds, shortest=0.01
             ),
