@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import ssl
 from collections.abc import Iterator
@@ -125,26 +126,43 @@ def chunks(total: int) -> Iterator[bytes]:
     yield b"0\r\n\r\n"
 
 
+def front_refusals_of(server: WebhookServer) -> list[dict[str, Any]]:
+    # /validate: the chunked test below makes the app itself refuse on /mutate.
+    return [
+        line
+        for line in server.log_records()
+        if line.get("httpStatus") == 413 and line.get("endpoint") == "validate"
+    ]
+
+
+def bad_requests_counted(client: WebhookClient) -> float:
+    text = client.request("GET", "/metrics").body.decode()
+    labels = 'endpoint="validate",kind="",policy="",verdict="bad_request"'
+    found = re.search(rf"^gpu_webhook_admissions_total{{{labels}}} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
 def test_a_declared_length_over_8_mib_is_a_413_before_the_body_is_read(
-    shipped_server: WebhookServer,
+    shipped_server: WebhookServer, client: WebhookClient
 ) -> None:
+    logged_before = len(front_refusals_of(shipped_server))
+    counted_before = bad_requests_counted(client)
     head = (
-        "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         f"Content-Length: {OVER_LIMIT}\r\n\r\n"
     )
     reply = exchange(shipped_server, iter([head.encode()]))
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
     assert b'"the body is larger than 8 MiB"' in reply
-    # Answered by the evented front, and still logged (and counted) as the app's refusals are.
-    refusals = eventually(
-        lambda: [
-            line
-            for line in shipped_server.log_records()
-            if line.get("httpStatus") == 413 and line.get("endpoint") == "mutate"
-        ]
-    )
-    assert refusals[0]["verdict"] == "bad_request"
-    assert refusals[0]["error"] == "the body is larger than 8 MiB"
+    # Answered by the evented front, and still logged (just after the answer is sent) and
+    # counted as the app's refusals are.
+    eventually(lambda: len(front_refusals_of(shipped_server)) > logged_before)
+    refusals = front_refusals_of(shipped_server)
+    assert len(refusals) == logged_before + 1
+    assert refusals[-1]["verdict"] == "bad_request"
+    assert refusals[-1]["error"] == "the body is larger than 8 MiB"
+    # Each worker publishes its counts within a second; the scrape may reach the other one.
+    eventually(lambda: bad_requests_counted(client) == counted_before + 1, timeout=5)
 
 
 def test_a_chunked_body_over_8_mib_is_a_413(shipped_server: WebhookServer) -> None:

@@ -19,6 +19,7 @@ from webhook.server.metrics import (
     WebhookMetrics,
     kind_label,
 )
+from webhook.server.settings import Settings
 
 # On, between and beyond the bucket bounds: Prometheus buckets count values at or below them.
 DURATIONS = (0.0001, 0.0005, 0.0007, 0.001, 0.003, 0.01, 0.2, 1.0, 2.5, 0.0005, 0.0)
@@ -155,3 +156,43 @@ def test_a_scrape_says_what_the_outcome_caches_hold() -> None:
     held[0] = 99
     body, _ = metrics.render(None)
     assert b"\ngpu_webhook_outcome_cache_bytes 99.0\n" in body
+
+
+@pytest.mark.parametrize(("publish_seconds", "at_once"), [(0.0, 1.0), (1.0, None)])
+def test_with_publishing_off_each_admission_is_in_the_metrics_at_once(
+    publish_seconds: float, at_once: float | None
+) -> None:
+    metrics = WebhookMetrics(publish_seconds=publish_seconds)
+    metrics.admitted(record(*ANSWERS[0], 0.002))
+    metrics.rejected("validate")
+    labels = {"endpoint": "mutate", "kind": "Pod", "verdict": "patched", "policy": "default"}
+    # Read without a scrape, which would publish what was counted.
+    registry = metrics.registry
+    assert registry.get_sample_value("gpu_webhook_admissions_total", labels) == at_once
+    assert registry.get_sample_value(
+        "gpu_webhook_admission_duration_seconds_count", {"endpoint": "mutate"}
+    ) == (at_once or 0.0)
+    bad = {"endpoint": "validate", "kind": "", "verdict": "bad_request", "policy": ""}
+    assert registry.get_sample_value("gpu_webhook_admissions_total", bad) == (at_once or 0.0)
+
+
+def test_a_metrics_fault_in_the_request_is_logged_not_raised(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    metrics = WebhookMetrics(publish_seconds=0)
+
+    def full_disk(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(metrics, "_admission_count", full_disk)
+    metrics.admitted(record(*ANSWERS[0], 0.002))
+    assert "could not update the admission metrics" in caplog.text
+    assert "No space left on device" in caplog.text
+
+
+def test_metrics_publish_seconds_is_read() -> None:
+    assert Settings.from_environ({}).metrics_publish_seconds == 1.0
+    assert Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0"}).metrics_publish_seconds == 0
+    chosen = Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0.25"})
+    assert chosen.metrics_publish_seconds == 0.25
+    # What it refuses: test_policy_store's test_a_bad_interval_is_refused.

@@ -63,6 +63,7 @@ def test_framing(buffered: bytes, expected: Framing) -> None:
         (b"POST /validate?timeout=10s HTTP/1.1\r\nHost: x\r\n", "/validate"),
         (b"POST /m\xffx HTTP/1.1\r\n", "/m\ufffdx"),
         (b"garbage\r\n", ""),
+        (b"POST /mutate HTTP/1.1", "/mutate"),
         (b"", ""),
     ],
 )

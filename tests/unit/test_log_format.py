@@ -118,11 +118,3 @@ def test_a_text_value_reads_back_as_one_token(value: object) -> None:
         assert written == value and value and not any(c.isspace() or c in '"=' for c in value)
     else:
         assert json.loads(written) == value
-
-
-def test_metrics_publish_seconds_is_read() -> None:
-    assert Settings.from_environ({}).metrics_publish_seconds == 1.0
-    assert Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0"}).metrics_publish_seconds == 0
-    chosen = Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0.25"})
-    assert chosen.metrics_publish_seconds == 0.25
-    # What it refuses: test_policy_store's test_a_bad_interval_is_refused.

@@ -20,10 +20,10 @@ from webhook.policy.policy_set import PolicySet
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import PolicyStore, ReloadObserver
 from webhook.server.admission_log import AdmissionRecord, Endpoint, log_admission, log_rejection
+from webhook.server.front_refusals import REFUSALS_HOOK
 from webhook.server.log_format import rfc3339
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import Settings
-from webhook.server.worker.front import REFUSALS_HOOK
 
 log = logging.getLogger("webhook")
 

@@ -154,23 +154,34 @@ class WebhookMetrics:
         if self.publish_seconds:
             self._tally.count(labels, record.endpoint, record.seconds)
         else:
-            self._admission_count(*labels).inc()
-            self._durations[record.endpoint].observe(record.seconds)
+            self._add_at_once(labels, record.endpoint, record.seconds)
 
     def rejected(self, endpoint: Endpoint) -> None:
         labels = (endpoint, "", "bad_request", "")
         if self.publish_seconds:
             self._tally.count(labels, None, 0.0)
         else:
+            self._add_at_once(labels, None, 0.0)
+
+    def _add_at_once(self, labels: tuple[str, ...], histogram: str | None, seconds: float) -> None:
+        """In the request, with METRICS_PUBLISH_SECONDS=0: a fault is logged, as publish does,
+        and never reaches the answer."""
+        try:
             self._admission_count(*labels).inc()
+            if histogram is not None:
+                self._durations[cast(Endpoint, histogram)].observe(seconds)
+        except Exception:
+            log.exception("could not update the admission metrics")
 
     def start_publishing(self) -> None:
         """Add counted admissions to the shared metrics every `publish_seconds`, from a thread
         of this process, and when it exits. Only where workers share metrics files: otherwise
-        every scrape reads this process's own counts, published as it renders them."""
-        if self._shared and self.publish_seconds and self._publisher is None:
+        every scrape reads this process's own counts, published as it renders them. With
+        admissions added at once, the thread still keeps this worker's gauges (the outcome
+        cache's bytes) fresh every second."""
+        if self._shared and self._publisher is None:
             self._publisher = Periodically(
-                self.publish_seconds,
+                self.publish_seconds or 1.0,
                 self.publish,
                 "publishing the admission metrics",
                 thread_name="metrics-publisher",

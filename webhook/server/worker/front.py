@@ -19,8 +19,8 @@ request with `Transfer-Encoding` or `Expect: 100-continue`, and a head longer th
 `max_head_bytes`, go to a thread as soon as their head (or the limit) is read: gunicorn answers
 those (and the thread's reads are bounded by CLIENT_STALL_SECONDS). One whose Content-Length is
 over the body limit is answered 413 here and its connection closed, since the body it leaves
-unread would otherwise be read as the next request; the app still counts and logs it, through
-the hook it keeps under REFUSALS_HOOK. The kube-apiserver sends none of these.
+unread would otherwise be read as the next request; the app still counts and logs it
+(front_refusals.py). The kube-apiserver sends none of these.
 """
 
 from __future__ import annotations
@@ -39,15 +39,12 @@ from typing import Any
 from gunicorn import http
 from gunicorn import sock as gunicorn_sock
 
+from webhook.server.front_refusals import Refused
+
 RECV_BYTES = 64 * 1024
 HEAD_END = b"\r\n\r\n"
 CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([0-9]{1,19})[ \t]*(?:\r\n|$)")
 SENT_AT_HEAD = (b"\r\ntransfer-encoding:", b"\r\nexpect:")
-# Where a WSGI app keeps (in `app.extensions`) what to call with the path, the HTTP status and
-# the reason of a request the front answered itself.
-REFUSALS_HOOK = "gpu-webhook.refused-at-front"
-
-Refused = Callable[[str, int, str], None]
 
 
 class Framing(Enum):
@@ -78,7 +75,8 @@ def framing(buffered: bytes | bytearray, max_head_bytes: int, max_body_bytes: in
 def request_path(buffered: bytes | bytearray) -> str:
     """The path of the request line at the start of `buffered`, without its query; "" when
     there is none to read."""
-    line = bytes(buffered[: buffered.find(b"\r\n")])
+    end = buffered.find(b"\r\n")
+    line = bytes(buffered if end < 0 else buffered[:end])
     parts = line.split(b" ")
     if len(parts) != 3:
         return ""

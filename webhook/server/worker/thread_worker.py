@@ -40,10 +40,11 @@ from typing import Any
 
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from webhook.server.front_refusals import REFUSALS_HOOK
 from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.settings import Settings
 from webhook.server.worker.connection_table import WorkerRow
-from webhook.server.worker.front import REFUSALS_HOOK, Front, FrontLimits
+from webhook.server.worker.front import Front, FrontLimits
 
 # How long a pool thread waits for the next request on its connection, checking between
 # slices (poll counts in milliseconds) whether another connection waits for a thread. A client
@@ -143,9 +144,14 @@ class KeepAliveThreadWorker(ThreadWorker):
             front.take(conn)
 
     def _refused_at_front(self, path: str, status: int, reason: str) -> None:
+        """Runs on the worker's main thread, in its poll loop: nothing may escape it."""
         hook = getattr(self.wsgi, "extensions", {}).get(REFUSALS_HOOK)
-        if hook is not None:
+        if hook is None:
+            return
+        try:
             hook(path, status, reason)
+        except Exception:
+            self.log.exception("counting a request the front refused failed")
 
     def _close_arriving(self, conn: TConn) -> None:
         self.nr_conns -= 1
