@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 
@@ -12,10 +11,6 @@ INTERRUPTED = 130
 
 
 def run() -> int:
-    if isinstance(sys.stdout, io.TextIOWrapper):
-        # JSON may carry a lone surrogate (the escape \\ud800), which UTF-8 cannot encode: it
-        # is written as that escape (valid JSON again) instead of ending in a traceback.
-        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         return main()
     except KeyboardInterrupt:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from typing import Any, Literal
 
 import yaml
 
 OutputFormat = Literal["yaml", "json"]
+# JSON's escape \\ud800 decodes to a lone surrogate, which no UTF-8 stream can write: JSON
+# output writes it back as that escape. (YAML's emitter escapes it itself.)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _IndentedDumper(yaml.SafeDumper):
@@ -21,7 +25,8 @@ class _IndentedDumper(yaml.SafeDumper):
 def dump(obj: Any, output: OutputFormat, *, sort_keys: bool = False) -> str:
     """`obj` as YAML or JSON text ending in a newline."""
     if output == "json":
-        return json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
+        text = json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False)
+        return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", text) + "\n"
     return yaml.dump(
         obj,
         Dumper=_IndentedDumper,
