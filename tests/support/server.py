@@ -210,7 +210,7 @@ class WebhookServer:
             self.process.terminate()
             try:
                 # Longer than gunicorn_conf's graceful_timeout (20 s), so that a slow stop still
-                # ends in the workers' own exit, which writes what they hold.
+                # ends in the workers' own exit, which publishes the metrics they counted.
                 self.process.wait(timeout=25)
             except subprocess.TimeoutExpired:
                 self.process.kill()

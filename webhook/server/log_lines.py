@@ -5,8 +5,9 @@ the dispatch through logger and handler, the formatter reading the record back) 
 as judging a pod. Where every handler is a plain stream handler (gunicorn's stderr or its log
 file) with one of the service's layouts and no filter, the line is rendered from its values and
 written under the handler's own lock, as the handler itself would write it: one write of one
-line, which a pipe shared by the workers keeps whole. With any other handler (syslog, one from a
-logging config) each line is a LogRecord, as usual.
+line, which a pipe shared by the workers keeps whole up to PIPE_BUF (4 KiB on Linux; a longer
+line, such as a long denial, may interleave with another worker's). With any other handler
+(syslog, one from a logging config) each line is a LogRecord, as usual.
 
 Lines are written at once. Holding them to write a batch at a time was tried and measured: it
 bought nothing, neither admissions/s at saturation nor p99 at 1,000/s (bench/, Edge section).
