@@ -18,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.engine_objects import deployment, pod, record_of, spec_of
+from tests.support.engine_objects import mutated as mutated_under
 from tests.support.generated_pods import DEPLOYMENT, POD, POLICY, pods
 from webhook.engine.evaluate import PodOutcome, evaluate_pod
 from webhook.engine.outcome_cache import OutcomeCache
@@ -41,34 +43,13 @@ def runtime_policy(runtime_class: str | None = "nvidia", **placement: Any) -> Po
 NVIDIA = runtime_policy("nvidia")
 
 
+def mutated(
+    obj: dict[str, Any], location: PodTemplateLocation = POD, policy: Policy = NVIDIA
+) -> tuple[PodOutcome, dict[str, Any]]:
+    return mutated_under(obj, location, policy)
+
+
 # Pods -------------------------------------------------------------------------------------
-
-
-def pod(
-    limits: dict[str, str] | None = None,
-    *,
-    runtime_class: str | None = None,
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "infer", "image": "cuda:12"}
-    if limits is not None:
-        container["resources"] = {"limits": limits}
-    spec: dict[str, Any] = {"containers": [container]}
-    if runtime_class is not None:
-        spec["runtimeClassName"] = runtime_class
-    metadata: dict[str, Any] = {"name": "p"}
-    if annotations:
-        metadata["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
-
-
-def deployment(of: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "d"},
-        "spec": {"template": {"metadata": of["metadata"], "spec": of["spec"]}},
-    }
 
 
 QUARTER = {"nvidia.com/gpu": "250m"}
@@ -82,35 +63,6 @@ LOCATIONS: dict[str, tuple[PodTemplateLocation, Any]] = {
     "pod": (POD, lambda obj: obj),
     "deployment": (DEPLOYMENT, deployment),
 }
-
-
-def spec_of(obj: dict[str, Any], location: PodTemplateLocation) -> dict[str, Any]:
-    node: Any = obj
-    for part in location.spec:
-        node = node[part]
-    return node
-
-
-def record_of(obj: dict[str, Any], location: PodTemplateLocation) -> dict[str, Any]:
-    node: Any = obj
-    for part in location.metadata:
-        node = node[part]
-    return json.loads(node["annotations"][SHARES_ANNOTATION])
-
-
-def mutated(
-    obj: dict[str, Any], location: PodTemplateLocation = POD, policy: Policy = NVIDIA
-) -> tuple[PodOutcome, dict[str, Any]]:
-    """The outcome of /mutate and the object its patch gives, checked as every scenario is:
-    the patch gives the engine's document, a second pass changes nothing, /validate agrees."""
-    outcome = evaluate_pod(obj, location, policy, "mutate")
-    assert outcome.violations == (), outcome.violations
-    result = jsonpatch.apply_patch(obj, list(outcome.operations))
-    again = evaluate_pod(result, location, policy, "mutate")
-    assert again.violations == () and again.operations == (), again
-    validated = evaluate_pod(result, location, policy, "validate")
-    assert validated.violations == () and validated.operations == (), validated
-    return outcome, result
 
 
 def runtime_class_operations(outcome: PodOutcome) -> list[dict[str, Any]]:
