@@ -14,7 +14,7 @@ the user's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,7 +26,11 @@ from webhook.engine.placement import (
     merge_node_selector,
     merge_tolerations,
     node_selector_conflicts,
+    remove_node_selector_entries,
+    remove_tolerations,
+    resource_toleration,
     runtime_class_conflict,
+    still_present_tolerations,
     wanted_tolerations,
 )
 from webhook.engine.pod_spec import (
@@ -40,7 +44,7 @@ from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.engine.shares import SizedShare, placeholder_values, size_share
 from webhook.engine.workloads import PodTemplateLocation
 from webhook.policy.defaults import FRACTION_ANNOTATION, POLICY_ANNOTATION, SHARES_ANNOTATION
-from webhook.policy.model import EnvTemplate, Placement, Policy, Sharing
+from webhook.policy.model import EnvTemplate, Placement, Policy, Sharing, Toleration
 from webhook.quantity import QuantityError, parse_quantity
 from webhook.warning_text import one_line_warning
 
@@ -96,7 +100,7 @@ def evaluate_pod(
     if plan.shares:
         assert policy.sharing is not None
         change.give_shares(plan, policy.sharing)
-    elif requests.whole or plan.stale:
+    elif requests.whole or plan.stale or record.containers:
         change.give_whole_gpus(requests.whole, plan.stale)
     return change.outcome()
 
@@ -212,44 +216,62 @@ class _PodChange:
     # Whole GPUs ----------------------------------------------------------------------
 
     def give_whole_gpus(self, whole: list[WholeGpu], stale: list[ShareIntent]) -> None:
+        """Whole GPUs for `whole`; what an earlier share left (`stale` VRAM, and whatever the
+        record says the webhook added) goes first."""
         if not self.mutating:
             return
         for intent in stale:
             self._remove_share(intent)
-        if stale:
-            self._drop_record()
+        resources = [gpu.resource for gpu in whole]
+        placement = self.policy.whole_gpu
+        gone_selector: list[str] = []
+        if stale or self.record.containers:
+            gone_selector = self._drop_record(wanted_tolerations(placement, resources), placement)
         if whole:
             why = f'policy "{self.policy.name}" for whole GPUs'
-            self._place(self.policy.whole_gpu, [gpu.resource for gpu in whole], {}, why)
+            self._place(placement, resources, why, gone_selector)
 
     def _remove_share(self, intent: ShareIntent) -> None:
         resources = (*intent.container.path, "resources")
         self.recorder.remove((*resources, "limits", intent.resource))
         if intent.resource in intent.container.requests:
             self.recorder.remove((*resources, "requests", intent.resource))
-        recorded = self.record.containers.get(intent.container.name)
-        managed = set(recorded.env) if recorded else set()
-        removed = [
-            index
-            for index, item in enumerate(intent.container.env())
-            if isinstance(item, Mapping) and item.get("name") in managed
-        ]
-        for index in reversed(removed):
-            self.recorder.remove((*intent.container.path, "env", index))
         self.warnings.append(f"{intent.container.label}: whole GPUs replace its earlier share")
 
-    def _drop_record(self) -> None:
+    def _drop_record(self, wanted: list[Toleration], placement: Placement) -> list[str]:
+        """Remove what the record says the webhook added for a share, where nothing wants it
+        now: its env, the model pin, the runtimeClassName, the tolerations and nodeSelector
+        entries of the sharing placement, and the record itself. The nodeSelector keys removed
+        are returned."""
         sharing = self.policy.sharing
         assert sharing is not None
+        for container in self.pod.containers:
+            recorded = self.record.containers.get(container.name)
+            managed = set(recorded.env) if recorded else set()
+            removed = [
+                index
+                for index, item in enumerate(container.env())
+                if isinstance(item, Mapping) and item.get("name") in managed
+            ]
+            for index in reversed(removed):
+                self.recorder.remove((*container.path, "env", index))
         spec = self.pod.location.spec
         if owns_pin(self.pod, sharing, self.record):
             self.recorder.remove((*spec, "nodeSelector", sharing.model_label))
         if _owns_runtime_class(self.pod, self.record):
             self.recorder.remove((*spec, "runtimeClassName"))
+        # The VRAM resource's toleration is the webhook's for certain; the policy's own
+        # tolerations only where the record lists them.
+        added = [*self.record.tolerations, resource_toleration(sharing.vram_resource)]
+        remove_tolerations(self.recorder, self.pod, added, wanted)
+        gone = remove_node_selector_entries(
+            self.recorder, self.pod, self.record.node_selector, placement.node_selector
+        )
         annotations = (*self.pod.location.metadata, "annotations")
         for key in (SHARES_ANNOTATION, POLICY_ANNOTATION):
             if key in self.pod.annotations:
                 self.recorder.remove((*annotations, key))
+        return gone
 
     # Shares --------------------------------------------------------------------------
 
@@ -279,9 +301,16 @@ class _PodChange:
         if self.mutating:
             self._pin_model(choice, sharing)
             why = f'policy "{self.policy.name}" for shared GPUs'
-            self._place(sharing.placement, [sharing.vram_resource], {}, why)
+            tolerations, selector = self._place_share(sharing.placement, why)
             runtime_class = self._give_runtime_class(sharing, why)
-            record = ShareRecord(choice.model.product, choice.pin, entries, runtime_class)
+            record = ShareRecord(
+                choice.model.product,
+                choice.pin,
+                entries,
+                runtime_class,
+                tuple(tolerations),
+                selector,
+            )
             self._write_record(record)
 
     def _asked(self, intent: ShareIntent) -> str:
@@ -371,15 +400,48 @@ class _PodChange:
             self.recorder.put((*annotations, key), value)
 
     def _place(
-        self, placement: Placement, resources: list[str], extra: Mapping[str, str], why: str
-    ) -> None:
-        selector = {**extra, **placement.node_selector}
-        conflicts = node_selector_conflicts(self.pod, selector, why)
+        self, placement: Placement, resources: list[str], why: str, gone: Collection[str] = ()
+    ) -> tuple[list[Toleration], dict[str, str]]:
+        """Merge the placement's tolerations and nodeSelector entries into the pod, where the
+        entries of `gone` (being removed) do not count as present; what was added is
+        returned."""
+        selector = dict(placement.node_selector)
+        conflicts = node_selector_conflicts(self.pod, selector, why, gone)
         if conflicts:
             self.violations.extend(conflicts)
-            return
-        merge_node_selector(self.recorder, self.pod, selector)
-        merge_tolerations(self.recorder, self.pod, wanted_tolerations(placement, resources))
+            return [], {}
+        added_selector = merge_node_selector(self.recorder, self.pod, selector, gone)
+        wanted = wanted_tolerations(placement, resources)
+        return merge_tolerations(self.recorder, self.pod, wanted), added_selector
+
+    def _place_share(
+        self, placement: Placement, why: str
+    ) -> tuple[list[Toleration], dict[str, str]]:
+        """Place a share, and keep track of the policy's own tolerations and nodeSelector
+        entries the webhook added (the VRAM resource's toleration is recognised as it is):
+        those an edited policy no longer asks for are removed."""
+        sharing = self.policy.sharing
+        assert sharing is not None
+        extras = list(placement.tolerations)
+        wanted = wanted_tolerations(placement, [sharing.vram_resource])
+        remove_tolerations(self.recorder, self.pod, self.record.tolerations, wanted)
+        gone = remove_node_selector_entries(
+            self.recorder, self.pod, self.record.node_selector, placement.node_selector
+        )
+        kept_tolerations = still_present_tolerations(self.pod, self.record.tolerations, extras)
+        kept_selector = {
+            key: value
+            for key, value in self.record.node_selector.items()
+            if key not in gone
+            and placement.node_selector.get(key) == value
+            and self.pod.node_selector().get(key) == value
+        }
+        added, added_selector = self._place(placement, [sharing.vram_resource], why, gone)
+        extra_fields = [dict(t) for t in extras]
+        return (
+            [*kept_tolerations, *(t for t in added if dict(t) in extra_fields)],
+            {**kept_selector, **added_selector},
+        )
 
     # Env -----------------------------------------------------------------------------
 

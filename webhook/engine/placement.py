@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from webhook.engine.findings import Violation
@@ -27,8 +27,11 @@ def wanted_tolerations(placement: Placement, resources: Iterable[str]) -> list[T
     return wanted
 
 
-def node_selector_conflicts(pod: PodView, entries: Mapping[str, str], why: str) -> list[Violation]:
-    present = pod.node_selector()
+def node_selector_conflicts(
+    pod: PodView, entries: Mapping[str, str], why: str, gone: Collection[str] = ()
+) -> list[Violation]:
+    """Entries the pod sets otherwise; those of `gone` (being removed) do not count."""
+    present = {key: value for key, value in pod.node_selector().items() if key not in gone}
     return [
         Violation(
             "node-selector-conflict",
@@ -48,25 +51,88 @@ def runtime_class_conflict(present: str, wanted: str, why: str) -> Violation:
     )
 
 
-def merge_node_selector(recorder: PatchRecorder, pod: PodView, entries: Mapping[str, str]) -> None:
+def merge_node_selector(
+    recorder: PatchRecorder, pod: PodView, entries: Mapping[str, str], gone: Collection[str] = ()
+) -> dict[str, str]:
+    """Add the entries the pod lacks (those of `gone` are being removed); those added are
+    returned."""
     path = (*pod.location.spec, "nodeSelector")
-    present = pod.node_selector()
+    present = {key: value for key, value in pod.node_selector().items() if key not in gone}
+    added = {}
     for key, value in entries.items():
         if key not in present:
             recorder.put((*path, key), value)
+            added[key] = value
+    return added
 
 
 def merge_tolerations(
     recorder: PatchRecorder, pod: PodView, tolerations: Iterable[Toleration]
-) -> None:
-    """Add each toleration the pod does not already have, or one that tolerates as much."""
+) -> list[Toleration]:
+    """Add each toleration the pod does not already have, or one that tolerates as much; those
+    added are returned."""
     path = (*pod.location.spec, "tolerations")
     present = [_checked(t, (*path, index)) for index, t in enumerate(pod.tolerations())]
+    added: list[Toleration] = []
     for toleration in tolerations:
         wanted = _checked(toleration, path)
         if not any(_covers(existing, wanted) for existing in present):
             recorder.append(path, dict(toleration))
             present.append(wanted)
+            added.append(toleration)
+    return added
+
+
+def still_present_tolerations(
+    pod: PodView, recorded: Iterable[Toleration], wanted: Iterable[Toleration]
+) -> list[Toleration]:
+    """The recorded tolerations that are still wanted and still in the pod as written."""
+    path = (*pod.location.spec, "tolerations")
+    present = {_checked(t, (*path, index)) for index, t in enumerate(pod.tolerations())}
+    wanted_fields = {_checked(t, path) for t in wanted}
+    return [t for t in recorded if _checked(t, path) in present & wanted_fields]
+
+
+def remove_tolerations(
+    recorder: PatchRecorder,
+    pod: PodView,
+    recorded: Iterable[Toleration],
+    wanted: Iterable[Toleration],
+) -> list[str]:
+    """Remove the recorded tolerations (the webhook added them) that nothing wants now, as long
+    as they still read as written. One that tolerates a wanted taint stays, so that what is
+    merged after this sees the pod as it will be. The keys of those removed are returned."""
+    path = (*pod.location.spec, "tolerations")
+    wanted_fields = [_checked(t, path) for t in wanted]
+    gone = {_checked(t, path) for t in recorded} - set(wanted_fields)
+    removed: list[tuple[int, str]] = []
+    for index, toleration in enumerate(pod.tolerations()):
+        fields = _checked(toleration, (*path, index))
+        if fields in gone and not any(_covers(fields, w) for w in wanted_fields):
+            removed.append((index, fields[0]))
+    for index, _ in reversed(removed):
+        recorder.remove((*path, index))
+    return [key for _, key in removed]
+
+
+def remove_node_selector_entries(
+    recorder: PatchRecorder,
+    pod: PodView,
+    recorded: Mapping[str, str],
+    wanted: Mapping[str, str],
+) -> list[str]:
+    """Remove the recorded nodeSelector entries nothing wants now, where the pod still has the
+    value the webhook wrote; the keys removed are returned."""
+    path = (*pod.location.spec, "nodeSelector")
+    present = pod.node_selector()
+    removed = [
+        key
+        for key, value in recorded.items()
+        if present.get(key) == value and wanted.get(key) != value
+    ]
+    for key in removed:
+        recorder.remove((*path, key))
+    return removed
 
 
 _Fields = tuple[str, str, str, str, object]

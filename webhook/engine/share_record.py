@@ -3,8 +3,10 @@
 Later passes read it to tell the webhook's own changes from the user's: the VRAM it sized
 (which a fresh fraction may resize, or a whole GPU replace), the env variables it injected
 (recomputed when the share or the model changes, where a user's own value would stay),
-whether it pinned the model, and the runtimeClassName it set (absent from the record when the
-pod's own, or none). Pods created from a rewritten template inherit it, so they
+whether it pinned the model, the runtimeClassName it set (absent from the record when the
+pod's own, or none), and the tolerations and nodeSelector entries it added for the share (so
+that a pod that goes back to whole GPUs, or a policy that no longer asks for them, loses
+them). Pods created from a rewritten template inherit it, so they
 are measured against the same model even when their controller rewrote the node affinity
 that named it (a DaemonSet binds its pods to a node by name).
 """
@@ -36,6 +38,9 @@ class ShareRecord:
     pinned: bool = False
     containers: Mapping[str, ContainerShare] = field(default_factory=dict)
     runtime_class_name: str | None = None
+    # What the webhook added to the spec for the share, as it wrote them.
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def read(cls, annotations: Mapping[str, Any]) -> ShareRecord:
@@ -58,6 +63,8 @@ class ShareRecord:
                     for name, entry in data["containers"].items()
                 },
                 runtime_class_name=_optional_string(data.get("runtimeClassName")),
+                tolerations=tuple(_toleration(item) for item in data.get("tolerations", ())),
+                node_selector=_string_map(data.get("nodeSelector", {})),
             )
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
             # RecursionError: JSON nested deeper than the decoder, or str(), will go.
@@ -76,11 +83,27 @@ class ShareRecord:
         # Written only when set, so records of policies without one read as they always have.
         if self.runtime_class_name is not None:
             data["runtimeClassName"] = self.runtime_class_name
+        if self.tolerations:
+            data["tolerations"] = [dict(toleration) for toleration in self.tolerations]
+        if self.node_selector:
+            data["nodeSelector"] = dict(sorted(self.node_selector.items()))
         return json.dumps(data, separators=(",", ":"))
 
     def vram_of(self, container: str) -> str | None:
         share = self.containers.get(container)
         return share.vram if share else None
+
+
+def _toleration(value: object) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError("a toleration must be an object")
+    return value
+
+
+def _string_map(value: object) -> Mapping[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise TypeError("must map names to strings")
+    return value
 
 
 def _optional_string(value: object) -> str | None:
