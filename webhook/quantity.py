@@ -71,6 +71,19 @@ def parse_quantity(value: object) -> Fraction:
     return -amount if match["sign"] == "-" else amount
 
 
+def suffix_of(value: object) -> str:
+    """The suffix a quantity string is written with ("Gi", "k", "m"), "" for none (a number,
+    or an exponent) and for what is not a quantity."""
+    if not isinstance(value, str) or len(value) > _MAX_LENGTH:
+        return ""
+    match = _QUANTITY.fullmatch(value)
+    return (match["suffix"] or "") if match else ""
+
+
+def is_binary_suffix(suffix: str) -> bool:
+    return suffix in _BINARY_SUFFIXES
+
+
 def format_decimal(amount: Fraction, places: int) -> str:
     """`amount` rounded down to `places` decimals, without trailing zeros ("0.25", "1")."""
     scaled = math.floor(amount * 10**places)

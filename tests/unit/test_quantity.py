@@ -2,7 +2,13 @@ from fractions import Fraction
 
 import pytest
 
-from webhook.quantity import QuantityError, format_decimal, parse_quantity
+from webhook.quantity import (
+    QuantityError,
+    format_decimal,
+    is_binary_suffix,
+    parse_quantity,
+    suffix_of,
+)
 
 PARSED = [
     ("250m", Fraction(1, 4)),
@@ -85,3 +91,23 @@ DECIMALS = [
 @pytest.mark.parametrize(("amount", "places", "text"), DECIMALS, ids=[t for *_, t in DECIMALS])
 def test_format_decimal_rounds_down(amount: Fraction, places: int, text: str) -> None:
     assert format_decimal(amount, places) == text
+
+
+SUFFIXES = [
+    ("4Gi", "Gi"),
+    ("0.5Ki", "Ki"),
+    ("250m", "m"),
+    ("2k", "k"),
+    ("1E", "E"),
+    ("1e3", ""),
+    ("1", ""),
+    (1, ""),
+    ("Gi", ""),
+    ("4 Gi", ""),
+]
+
+
+@pytest.mark.parametrize(("value", "suffix"), SUFFIXES, ids=[repr(v) for v, _ in SUFFIXES])
+def test_the_suffix_a_quantity_is_written_with(value: object, suffix: str) -> None:
+    assert suffix_of(value) == suffix
+    assert is_binary_suffix(suffix) == suffix.endswith("i")

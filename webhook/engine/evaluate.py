@@ -43,7 +43,7 @@ from webhook.engine.pod_spec import (
 from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.engine.shares import SizedShare, placeholder_values, size_share
 from webhook.engine.workloads import PodTemplateLocation
-from webhook.policy.defaults import FRACTION_ANNOTATION, POLICY_ANNOTATION, SHARES_ANNOTATION
+from webhook.policy.defaults import POLICY_ANNOTATION, SHARES_ANNOTATION
 from webhook.policy.model import EnvTemplate, Placement, Policy, Sharing, Toleration
 from webhook.quantity import QuantityError, parse_quantity
 from webhook.warning_text import one_line_warning
@@ -314,12 +314,10 @@ class _PodChange:
             self._write_record(record)
 
     def _asked(self, intent: ShareIntent) -> str:
-        if intent.source == "annotation":
-            return f"{FRACTION_ANNOTATION}={intent.written}"
         recorded = self.record.containers.get(intent.container.name)
         if intent.source == "vram" and recorded is not None and _recorded_vram(self.record, intent):
             return recorded.asked
-        return f"{intent.resource}={intent.written}"
+        return intent.asked
 
     def _resize(self, share: SizedShare, sharing: Sharing) -> str:
         """Give the container its VRAM; the text of what it asked for is returned."""
@@ -499,21 +497,26 @@ def _same_amount(written: object, units: int) -> bool:
 
 def _not_rewritten(intent: ShareIntent, sharing: Sharing) -> Violation:
     asked = (
-        f"annotation {FRACTION_ANNOTATION}={intent.written}"
+        f"annotation {intent.asked}"
         if intent.source == "annotation"
         else f'{intent.resource} "{intent.written}"'
     )
+    what = (
+        f"an amount of memory that was not rewritten into {sharing.vram_resource}"
+        if intent.fraction is None
+        else f"a fraction of a GPU that was not rewritten into {sharing.vram_resource}"
+    )
     return Violation(
         "not-rewritten",
-        f"{intent.container.label}: {asked} is a fraction of a GPU that was not rewritten into "
-        f"{sharing.vram_resource}: check that the mutating webhook is registered for this object",
+        f"{intent.container.label}: {asked} is {what}: check that the mutating webhook is "
+        "registered for this object",
     )
 
 
 def _annotation_disagrees(share: SizedShare, written: int, sharing: Sharing) -> Violation:
     return Violation(
         "annotation-conflict",
-        f"{share.intent.container.label}: annotation {FRACTION_ANNOTATION}={share.intent.written} "
+        f"{share.intent.container.label}: annotation {share.intent.asked} "
         f"is {share.units} {sharing.unit} of a {share.model.product}, but the container asks for "
         f"{sharing.vram_resource} {written}: keep one of the two",
     )

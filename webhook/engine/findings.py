@@ -17,7 +17,7 @@ class Violation:
     message: str
 
 
-ShareSource = Literal["quantity", "annotation", "vram"]
+ShareSource = Literal["quantity", "annotation", "vram", "memory"]
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,11 @@ class ShareIntent:
     """A container's wish for part of a GPU, in one of the forms users write.
 
     `quantity`: a fraction of a GPU resource in limits/requests (`nvidia.com/gpu: 250m`);
-    `annotation`: the pod annotation `gpu-fraction`; `vram`: the VRAM resource itself, as a
-    rewritten object (or a user who wrote it directly) carries it.
+    `annotation`: the pod annotation `gpu-fraction`, or `gpu-memory` in MiB; `vram`: the VRAM
+    resource itself, as a rewritten object (or a user who wrote it directly) carries it;
+    `memory`: the VRAM resource
+    written as an amount of memory (`4Gi`), to be rewritten into the policy's unit
+    (`vram_units`).
     """
 
     container: Container
@@ -36,6 +39,15 @@ class ShareIntent:
     fraction: Fraction | None = None
     vram_units: int | None = None
     in_requests: bool = False
+    # The annotation it was written in, for the `annotation` source: gpu-fraction or gpu-memory.
+    annotation: str = ""
+
+    @property
+    def asked(self) -> str:
+        """What the user wrote, as the record and the messages quote it."""
+        if self.source == "annotation":
+            return f"{self.annotation}={self.written}"
+        return f"{self.resource}={self.written}"
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,21 @@ from typing import Any
 
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.pod_spec import CONTAINER_LISTS, Container, MalformedObject, PodView
-from webhook.policy.defaults import FRACTION_ANNOTATION, FRACTION_CONTAINER_ANNOTATION
+from webhook.policy.defaults import (
+    FRACTION_ANNOTATION,
+    FRACTION_CONTAINER_ANNOTATION,
+    MEMORY_ANNOTATION,
+    SHARE_ANNOTATIONS,
+)
 from webhook.policy.model import FractionHandling, Policy
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.quantity import QuantityError, is_binary_suffix, parse_quantity, suffix_of
 
 _ABSENT = object()
 _AMOUNT_FIELDS = ("limits", "requests")
+# Suffixes that make a GPU count a count of thousands or millions: a memory amount written in
+# the wrong place ("1Gi"), never a number of cards.
+_COUNT_SUFFIXES = frozenset({"k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"})
+MIB = 2**20
 # What an absent part reads as: shared, and never written.
 _NO_CONTAINERS: list[Any] = []
 _NO_AMOUNTS: dict[str, Any] = {}
@@ -31,12 +40,13 @@ class GpuRequests:
 def asks_for(
     annotations: Mapping[str, Any], spec: Mapping[str, Any], is_gpu_resource: Callable[[str], bool]
 ) -> bool:
-    """Whether a pod with these annotations and spec carries the fraction annotation or asks
+    """Whether a pod with these annotations and spec carries a share annotation or asks
     for a resource that `is_gpu_resource` names. Most pods don't, and leave here: so this reads
     the raw spec rather than a `PodView`, and says True for any part of the wrong type (an
     explicit null too, which the apiserver never sends), leaving it to the full reading."""
-    if FRACTION_ANNOTATION in annotations:
-        return True
+    for annotation in SHARE_ANNOTATIONS:
+        if annotation in annotations:
+            return True
     # Loops and type tests rather than any() and isinstance: every pod passes here.
     for kind in CONTAINER_LISTS:
         containers = spec.get(kind, _NO_CONTAINERS)
@@ -72,7 +82,7 @@ def read_gpu_requests(pod: PodView, policy: Policy) -> GpuRequests:
     for container in pod.containers:
         for resource in _gpu_resources_of(container, policy):
             _check_resource(container, resource, policy, found)
-    _read_fraction_annotation(pod, policy, found)
+    _read_share_annotation(pod, policy, found)
     return found
 
 
@@ -126,7 +136,9 @@ def _check_resource(
         return
     in_requests = request_value is not _ABSENT
     if policy.is_vram(resource):
-        _check_vram(container, resource, limit_value, limit, in_requests, found)
+        _check_vram(container, resource, limit_value, limit, in_requests, policy, found)
+    elif suffix_of(limit_value) in _COUNT_SUFFIXES:
+        found.violations.append(_count_with_suffix(where, str(limit_value), resource, policy))
     elif limit.denominator == 1:
         if limit > 0:
             found.whole.append(WholeGpu(container, resource, int(limit)))
@@ -152,9 +164,12 @@ def _check_vram(
     written: object,
     amount: Fraction,
     in_requests: bool,
+    policy: Policy,
     found: GpuRequests,
 ) -> None:
-    if amount.denominator != 1:
+    if is_binary_suffix(suffix_of(written)):
+        _check_memory(container, resource, str(written), amount, in_requests, policy, found)
+    elif amount.denominator != 1:
         found.violations.append(
             Violation(
                 "whole-number",
@@ -166,6 +181,56 @@ def _check_vram(
         found.shares.append(
             ShareIntent(container, "vram", resource, str(written), None, int(amount), in_requests)
         )
+
+
+def _check_memory(
+    container: Container,
+    resource: str,
+    written: str,
+    amount: Fraction,
+    in_requests: bool,
+    policy: Policy,
+    found: GpuRequests,
+) -> None:
+    """The VRAM resource written as bytes with a binary suffix ("4Gi"): an amount of memory,
+    to be given in the policy's unit. One that is no whole number of it is refused rather than
+    rounded."""
+    sharing = policy.sharing
+    if sharing is None or amount == 0:
+        return
+    unit_bytes = sharing.mib_per_unit * MIB
+    units = amount / unit_bytes
+    if units.denominator != 1:
+        above = int(units) + 1
+        suffix = sharing.unit.removesuffix("B")  # MiB -> Mi, GiB -> Gi
+        found.violations.append(
+            Violation(
+                "whole-units",
+                f'{container.label}: {resource} "{written}" is not a whole number of '
+                f'{sharing.unit}, the unit it is given in: ask for "{above}{suffix}" (or '
+                f'"{above}"), or for a fraction of a GPU',
+            )
+        )
+        return
+    found.shares.append(
+        ShareIntent(container, "memory", resource, written, None, int(units), in_requests)
+    )
+
+
+def _count_with_suffix(where: str, written: str, resource: str, policy: Policy) -> Violation:
+    sharing = policy.sharing
+    if sharing is not None and _shares(resource, policy):
+        advice = (
+            f"for GPU memory write {sharing.vram_resource}: {written} (given in "
+            f"{sharing.unit}), or a fraction such as {resource}: 0.5"
+        )
+    else:
+        advice = "ask for a whole number of GPUs"
+    return Violation(
+        "count-with-suffix",
+        f'{where} "{written}" counts GPUs, and the suffix makes it {parse_quantity(written)} of '
+        f"them: {advice}",
+    )
 
 
 def _parse(
@@ -199,24 +264,32 @@ def _fraction_denied(where: str, written: str, resource: str, policy: Policy) ->
     )
 
 
-def _read_fraction_annotation(pod: PodView, policy: Policy, found: GpuRequests) -> None:
-    written = pod.annotations.get(FRACTION_ANNOTATION)
-    if written is None:
+def _read_share_annotation(pod: PodView, policy: Policy, found: GpuRequests) -> None:
+    """The share a pod asks for in an annotation, KAI Scheduler's way: `gpu-fraction` (of the
+    card) or `gpu-memory` (MiB), for the container `gpu-fraction-container-name` names."""
+    present = [name for name in SHARE_ANNOTATIONS if name in pod.annotations]
+    if not present:
         return
-    where = f"annotation {FRACTION_ANNOTATION}"
-    try:
-        fraction = parse_quantity(written) if isinstance(written, str) else None
-    except QuantityError:
-        fraction = None
-    if fraction is None or not 0 < fraction < 1:
+    if len(present) > 1:
         found.violations.append(
             Violation(
-                "annotation-fraction",
-                f'{where} "{written}" must be a number between 0 and 1, such as "0.5"; for whole '
-                "GPUs ask for them in resources.limits",
+                "annotation-conflict",
+                f"annotations {FRACTION_ANNOTATION} and {MEMORY_ANNOTATION} both ask for a share "
+                "of a GPU: keep one of the two",
             )
         )
         return
+    (annotation,) = present
+    written = pod.annotations[annotation]
+    if annotation == FRACTION_ANNOTATION:
+        fraction, units = _annotated_fraction(written, found), None
+        if fraction is None:
+            return
+    else:
+        fraction, units = None, _annotated_memory(written, policy, found)
+        if units is None:
+            return
+    where = f"annotation {annotation}"
     container = _annotated_container(pod, found)
     if container is None:
         return
@@ -227,13 +300,13 @@ def _read_fraction_annotation(pod: PodView, policy: Policy, found: GpuRequests) 
         found.violations.append(
             Violation(
                 "fraction-denied",
-                f'{where} "{written}" asks for a fraction of a GPU, and policy "{policy.name}" '
+                f'{where} "{written}" asks for a share of a GPU, and policy "{policy.name}" '
                 "shares no GPU resource: ask for 1 whole GPU in resources.limits",
             )
         )
         return
     if any(w.container is container for w in found.whole) or any(
-        s.container is container and s.source == "quantity" for s in found.shares
+        s.container is container and s.source in ("quantity", "memory") for s in found.shares
     ):
         found.violations.append(
             Violation(
@@ -243,7 +316,65 @@ def _read_fraction_annotation(pod: PodView, policy: Policy, found: GpuRequests) 
             )
         )
         return
-    found.shares.append(ShareIntent(container, "annotation", resource, written, fraction))
+    found.shares.append(
+        ShareIntent(
+            container,
+            "annotation",
+            resource if units is None else policy.sharing.vram_resource,
+            written,
+            fraction,
+            units,
+            annotation=annotation,
+        )
+    )
+
+
+def _annotated_fraction(written: object, found: GpuRequests) -> Fraction | None:
+    try:
+        fraction = parse_quantity(written) if isinstance(written, str) else None
+    except QuantityError:
+        fraction = None
+    if fraction is None or not 0 < fraction < 1:
+        found.violations.append(
+            Violation(
+                "annotation-fraction",
+                f'annotation {FRACTION_ANNOTATION} "{written}" must be a number between 0 and 1, '
+                'such as "0.5"; for whole GPUs ask for them in resources.limits',
+            )
+        )
+        return None
+    return fraction
+
+
+def _annotated_memory(written: object, policy: Policy, found: GpuRequests) -> int | None:
+    """The policy's units for `gpu-memory`, which KAI reads as MiB written in plain digits."""
+    where = f'annotation {MEMORY_ANNOTATION} "{written}"'
+    mib = (
+        int(written) if isinstance(written, str) and written.isascii() and written.isdigit() else 0
+    )
+    if mib <= 0:
+        found.violations.append(
+            Violation(
+                "annotation-memory",
+                f'{where} must be a positive whole number of MiB with no suffix, such as "2048"',
+            )
+        )
+        return None
+    sharing = policy.sharing
+    if sharing is None:
+        return mib  # denied below, as any share without sharing
+    units, rest = divmod(mib, sharing.mib_per_unit)
+    if rest:
+        found.violations.append(
+            Violation(
+                "whole-units",
+                f"{where} is not a whole number of {sharing.unit}, the unit "
+                f"{sharing.vram_resource} is given in: ask for "
+                f'"{(units + 1) * sharing.mib_per_unit}"',
+            )
+        )
+        return None
+    return units
 
 
 def _annotated_container(pod: PodView, found: GpuRequests) -> Container | None:
@@ -252,9 +383,7 @@ def _annotated_container(pod: PodView, found: GpuRequests) -> Container | None:
         container = pod.first_container()
         if container is None:
             found.violations.append(
-                Violation(
-                    "annotation-container", f"{FRACTION_ANNOTATION}: the pod has no container"
-                )
+                Violation("annotation-container", "a share annotation: the pod has no container")
             )
         return container
     container = pod.container_named(name) if isinstance(name, str) else None

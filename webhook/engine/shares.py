@@ -32,10 +32,14 @@ def size_share(intent: ShareIntent, model: GpuModel, sharing: Sharing) -> SizedS
         units = intent.vram_units
         mib = units * sharing.mib_per_unit
         if mib > model.memory_mib:
+            asked = (
+                f"{intent.asked} ({units} {sharing.unit})"
+                if intent.source in ("memory", "annotation")
+                else f"{intent.resource} {intent.written} {sharing.unit}"
+            )
             return Violation(
                 "share-too-large",
-                f"{where} {intent.resource} {intent.written} {sharing.unit} is more than a "
-                f"{model.product} has ({model.memory_mib} MiB)",
+                f"{where} {asked} is more than a {model.product} has ({model.memory_mib} MiB)",
             )
         return SizedShare(intent, model, units, mib)
     assert intent.fraction is not None

@@ -38,4 +38,7 @@ SHARES_ANNOTATION = f"{API_GROUP}/shares"
 
 # The pod annotations that KAI Scheduler and Run:ai users already write for a fraction.
 FRACTION_ANNOTATION = "gpu-fraction"
+# KAI Scheduler's other form of a share: GPU memory in MiB, a plain positive integer.
+MEMORY_ANNOTATION = "gpu-memory"
+SHARE_ANNOTATIONS = (FRACTION_ANNOTATION, MEMORY_ANNOTATION)
 FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
