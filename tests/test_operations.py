@@ -18,7 +18,7 @@ import pytest
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.server import REPO_ROOT, WebhookServer
+from tests.support.server import REPO_ROOT, WebhookClient, WebhookServer
 from tests.support.waiting import eventually
 
 SHIPPED = REPO_ROOT / "tests" / "scenarios" / "shipped"
@@ -255,14 +255,20 @@ def test_the_log_holds_neither_the_object_nor_who_sent_it(traffic: Traffic) -> N
     assert image not in text
 
 
+def admitted_on_one_worker(server: WebhookServer) -> tuple[WebhookClient, int]:
+    """EXITING_WORKER_ADMISSIONS reviews over one kept-alive connection, so one worker answers
+    them all; the connection, still open, and that worker's pid."""
+    client = server.client()
+    for _ in range(EXITING_WORKER_ADMISSIONS):
+        assert client.post_json("/mutate", QUARTER).status == 200
+    return client, client.request("GET", "/readyz").json()["worker"]
+
+
 def test_a_worker_that_exits_keeps_the_admissions_it_counted(tmp_path: Path) -> None:
     server = shipped_policies_server(tmp_path)
     server.start()
     try:
-        client = server.client()  # one kept-alive connection: one worker answers it all
-        for _ in range(EXITING_WORKER_ADMISSIONS):
-            assert client.post_json("/mutate", QUARTER).status == 200
-        worker = client.request("GET", "/readyz").json()["worker"]
+        client, worker = admitted_on_one_worker(server)
         client.close()
         # At once, well within the worker's interval of publishing what it counted.
         os.kill(worker, signal.SIGTERM)
@@ -281,10 +287,7 @@ def test_with_metrics_published_at_once_another_workers_scrape_counts_every_admi
     server = shipped_policies_server(tmp_path, {"METRICS_PUBLISH_SECONDS": "0"})
     server.start()
     try:
-        answering = server.client()  # one kept-alive connection: one worker answers it all
-        for _ in range(EXITING_WORKER_ADMISSIONS):
-            assert answering.post_json("/mutate", QUARTER).status == 200
-        worker = answering.request("GET", "/readyz").json()["worker"]
+        answering, worker = admitted_on_one_worker(server)
         for _ in range(100):
             scraping = server.client()
             if scraping.request("GET", "/readyz").json()["worker"] != worker:

@@ -109,6 +109,9 @@ def test_a_count_with_a_suffix_is_told_the_vram_form() -> None:
     outcome = evaluate_pod(pod({"nvidia.com/gpu": "1Gi"}), POD, POLICY, "mutate")
     (violation,) = outcome.violations
     assert "for GPU memory write example.com/vram: 1Gi (given in MiB)" in violation.message
+    # A decimal suffix is no memory amount on the VRAM resource either: the example is binary.
+    thousands = evaluate_pod(pod({"nvidia.com/gpu": "2k"}), POD, POLICY, "mutate")
+    assert "write example.com/vram: 4Gi (given in MiB)" in thousands.violations[0].message
     unshared = evaluate_pod(pod({"amd.com/gpu": "1Gi"}), POD, POLICY, "mutate")
     assert unshared.violations[0].message.endswith("ask for a whole number of GPUs")
 

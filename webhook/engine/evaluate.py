@@ -222,14 +222,14 @@ class _PodChange:
             return
         for intent in stale:
             self._remove_share(intent)
-        resources = [gpu.resource for gpu in whole]
         placement = self.policy.whole_gpu
+        wanted = wanted_tolerations(placement, [gpu.resource for gpu in whole])
         gone_selector: list[str] = []
         if stale or self.record.containers:
-            gone_selector = self._drop_record(wanted_tolerations(placement, resources), placement)
+            gone_selector = self._drop_record(wanted, placement)
         if whole:
             why = f'policy "{self.policy.name}" for whole GPUs'
-            self._place(placement, resources, why, gone_selector)
+            self._place(placement.node_selector, wanted, why, gone_selector)
 
     def _remove_share(self, intent: ShareIntent) -> None:
         resources = (*intent.container.path, "resources")
@@ -398,19 +398,20 @@ class _PodChange:
             self.recorder.put((*annotations, key), value)
 
     def _place(
-        self, placement: Placement, resources: list[str], why: str, gone: Collection[str] = ()
+        self,
+        selector: Mapping[str, str],
+        tolerations: list[Toleration],
+        why: str,
+        gone: Collection[str] = (),
     ) -> tuple[list[Toleration], dict[str, str]]:
-        """Merge the placement's tolerations and nodeSelector entries into the pod, where the
-        entries of `gone` (being removed) do not count as present; what was added is
-        returned."""
-        selector = dict(placement.node_selector)
+        """Merge these nodeSelector entries and tolerations into the pod, where the entries of
+        `gone` (being removed) do not count as present; what was added is returned."""
         conflicts = node_selector_conflicts(self.pod, selector, why, gone)
         if conflicts:
             self.violations.extend(conflicts)
             return [], {}
         added_selector = merge_node_selector(self.recorder, self.pod, selector, gone)
-        wanted = wanted_tolerations(placement, resources)
-        return merge_tolerations(self.recorder, self.pod, wanted), added_selector
+        return merge_tolerations(self.recorder, self.pod, tolerations), added_selector
 
     def _place_share(
         self, placement: Placement, why: str
@@ -420,24 +421,23 @@ class _PodChange:
         those an edited policy no longer asks for are removed."""
         sharing = self.policy.sharing
         assert sharing is not None
-        extras = list(placement.tolerations)
         wanted = wanted_tolerations(placement, [sharing.vram_resource])
         remove_tolerations(self.recorder, self.pod, self.record.tolerations, wanted)
         gone = remove_node_selector_entries(
             self.recorder, self.pod, self.record.node_selector, placement.node_selector
         )
+        extras = list(placement.tolerations)
         kept_tolerations = still_present_tolerations(self.pod, self.record.tolerations, extras)
+        # An entry not removed that still holds the recorded value is one the policy wants.
+        present = self.pod.node_selector()
         kept_selector = {
             key: value
             for key, value in self.record.node_selector.items()
-            if key not in gone
-            and placement.node_selector.get(key) == value
-            and self.pod.node_selector().get(key) == value
+            if key not in gone and present.get(key) == value
         }
-        added, added_selector = self._place(placement, [sharing.vram_resource], why, gone)
-        extra_fields = [dict(t) for t in extras]
+        added, added_selector = self._place(placement.node_selector, wanted, why, gone)
         return (
-            [*kept_tolerations, *(t for t in added if dict(t) in extra_fields)],
+            [*kept_tolerations, *(t for t in added if t in extras)],
             {**kept_selector, **added_selector},
         )
 

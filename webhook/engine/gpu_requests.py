@@ -10,6 +10,7 @@ from typing import Any
 
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.pod_spec import CONTAINER_LISTS, Container, MalformedObject, PodView
+from webhook.engine.shares import MIB
 from webhook.policy.defaults import (
     FRACTION_ANNOTATION,
     FRACTION_CONTAINER_ANNOTATION,
@@ -24,7 +25,6 @@ _AMOUNT_FIELDS = ("limits", "requests")
 # Suffixes that make a GPU count a count of thousands or millions: a memory amount written in
 # the wrong place ("1Gi"), never a number of cards.
 _COUNT_SUFFIXES = frozenset({"k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"})
-MIB = 2**20
 # What an absent part reads as: shared, and never written.
 _NO_CONTAINERS: list[Any] = []
 _NO_AMOUNTS: dict[str, Any] = {}
@@ -220,8 +220,10 @@ def _check_memory(
 def _count_with_suffix(where: str, written: str, resource: str, policy: Policy) -> Violation:
     sharing = policy.sharing
     if sharing is not None and _shares(resource, policy):
+        # Only a binary suffix reads as bytes on the VRAM resource: "2k" there is 2000 units.
+        memory = written if is_binary_suffix(suffix_of(written)) else "4Gi"
         advice = (
-            f"for GPU memory write {sharing.vram_resource}: {written} (given in "
+            f"for GPU memory write {sharing.vram_resource}: {memory} (given in "
             f"{sharing.unit}), or a fraction such as {resource}: 0.5"
         )
     else:
