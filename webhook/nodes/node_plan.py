@@ -90,7 +90,13 @@ class NodePlan:
 
 
 def sharing_policies(policies: Iterable[Policy]) -> list[tuple[str, Sharing]]:
-    return [(policy.name, policy.sharing) for policy in policies if policy.sharing is not None]
+    """The policies whose VRAM resource this product advertises: those of the ExtendedResource
+    backend (the other backends' device plugins advertise what their pods ask for)."""
+    return [
+        (policy.name, policy.sharing)
+        for policy in policies
+        if policy.sharing is not None and policy.sharing.advertised
+    ]
 
 
 def plan_node(
@@ -126,8 +132,12 @@ def _policy_plan(node: NodeView, sharing: Sharing) -> tuple[ResourcePlan, str | 
     if gpus.count > 1 and not gpus.stated and sharing.nodes.multi_gpu is MultiGpuNodes.SKIP:
         reason = f"{gpus.count} cards, and the policy's nodes.multiGPU is Skip"
         return Withdraw(reason), f"{reason}: nothing advertised"
-    per_card = gpus.card_mib // sharing.mib_per_unit
+    known = sharing.models.get(gpus.model) if gpus.model is not None else None
+    reserved = known.reserved_mib if known is not None else 0
+    per_card = (gpus.card_mib - reserved) // sharing.mib_per_unit
     how = f"{gpus.source}, in {sharing.unit}"
+    if reserved:
+        how = f"{how}, less the {reserved} MiB the driver keeps"
     warning = _catalogue_warning(gpus, sharing)
     if gpus.count > 1 and not gpus.stated:
         spread = f"{gpus.count} cards summed (nodes.multiGPU: Sum): shares may add up past one card"

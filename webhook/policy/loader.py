@@ -27,10 +27,14 @@ from webhook.policy.defaults import (
 )
 from webhook.policy.label_selectors import LabelSelector, ValueSet, requirement
 from webhook.policy.model import (
+    Backend,
     EnvTemplate,
     FractionHandling,
     GovernedResource,
     GpuModel,
+    HamiSettings,
+    KaiSettings,
+    MigProfile,
     MultiGpuNodes,
     NodePool,
     Placement,
@@ -255,20 +259,20 @@ class _PolicyBuilder:
         self, block: Mapping[str, Any], resources: tuple[GovernedResource, ...]
     ) -> Sharing:
         base = ("spec", "sharing")
-        vram_resource: str = block["vramResource"]
-        problem = extended_resource_problem(vram_resource)
-        if problem:
-            self.report((*base, "vramResource"), problem)
-        elif any(resource.matches(vram_resource) for resource in resources):
-            self.report(
-                (*base, "vramResource"),
-                "the VRAM resource cannot also be one of spec.gpuResources",
-            )
+        backend = Backend(block.get("backend", Backend.EXTENDED_RESOURCE.value))
+        hami = self._hami(block.get("hami", {}), (*base, "hami"))
+        vram_resource = self._vram_resource(block, backend, hami, resources)
+        unit = block.get("unit", "GiB" if backend is Backend.GPUSHARE else "MiB")
+        if backend is Backend.HAMI and unit != "MiB":
+            self.report((*base, "unit"), f"HAMi counts {hami.memory_resource} in MiB: write MiB")
+        kai = self._kai(block, backend, base)
         model_label: str = block.get("modelLabel", "nvidia.com/gpu.product")
         problem = qualified_name_problem(model_label)
         if problem:
             self.report((*base, "modelLabel"), problem)
         models = self._models(block["models"], base)
+        if backend is Backend.MIG:
+            self._check_mig(models, resources, base)
         default_model = block.get("defaultModel")
         if default_model is not None and default_model not in models:
             known = ", ".join(models)
@@ -291,7 +295,7 @@ class _PolicyBuilder:
         return Sharing(
             vram_resource=vram_resource,
             models=MappingProxyType(models),
-            unit=block.get("unit", "MiB"),
+            unit=unit,
             model_label=model_label,
             default_model=default_model,
             single_model_pool=block.get("singleModelPool", False),
@@ -299,7 +303,82 @@ class _PolicyBuilder:
             env=env,
             nodes=nodes,
             runtime_class_name=runtime_class_name,
+            backend=backend,
+            hami=hami,
+            shared_resource=block.get("sharedResource", "nvidia.com/gpu.shared"),
+            kai=kai,
         )
+
+    def _vram_resource(
+        self,
+        block: Mapping[str, Any],
+        backend: Backend,
+        hami: HamiSettings,
+        resources: tuple[GovernedResource, ...],
+    ) -> str:
+        path = ("spec", "sharing", "vramResource")
+        vram_resource: str = block["vramResource"]
+        problem = extended_resource_problem(vram_resource)
+        if problem:
+            self.report(path, problem)
+        elif any(resource.matches(vram_resource) for resource in resources):
+            self.report(path, "the VRAM resource cannot also be one of spec.gpuResources")
+        elif backend is Backend.HAMI and vram_resource in (
+            hami.count_resource,
+            hami.percentage_resource,
+            hami.cores_resource,
+        ):
+            self.report(path, "must not be one of HAMi's count, percentage or cores resources")
+        return vram_resource
+
+    def _hami(self, block: Mapping[str, Any], path: FieldPath) -> HamiSettings:
+        names = {
+            "countResource": block.get("countResource", "nvidia.com/gpu"),
+            "memoryResource": block.get("memoryResource", "nvidia.com/gpumem"),
+            "percentageResource": block.get("percentageResource", "nvidia.com/gpumem-percentage"),
+            "coresResource": block.get("coresResource", "nvidia.com/gpucores"),
+        }
+        for key, name in names.items():
+            problem = extended_resource_problem(name)
+            if problem:
+                self.report((*path, key), problem)
+        if len(set(names.values())) < len(names):
+            self.report(path, "HAMi's four resources must have four different names")
+        return HamiSettings(
+            count_resource=names["countResource"],
+            memory_resource=names["memoryResource"],
+            percentage_resource=names["percentageResource"],
+            cores_resource=names["coresResource"],
+            memory=block.get("memory", "MiB"),
+            cores=block.get("cores", False),
+            scheduler_name=block.get("schedulerName"),
+        )
+
+    def _kai(
+        self, block: Mapping[str, Any], backend: Backend, base: FieldPath
+    ) -> KaiSettings | None:
+        settings = block.get("kai")
+        if settings is None:
+            if backend is Backend.KAI:
+                self.report(base, "the KAI backend needs kai.queue, the queue pods are put in")
+            return None
+        if not is_label_value(settings["queue"]):
+            self.report((*base, "kai", "queue"), f"{settings['queue']!r} is not a label value")
+        return KaiSettings(settings["queue"], settings.get("schedulerName", "kai-scheduler"))
+
+    def _check_mig(
+        self,
+        models: Mapping[str, GpuModel],
+        resources: tuple[GovernedResource, ...],
+        base: FieldPath,
+    ) -> None:
+        if not any(model.mig_profiles for model in models.values()):
+            self.report((*base, "models"), "the MIG backend needs migProfiles on the models")
+        if not any(resource.matches("nvidia.com/mig-1g.10gb") for resource in resources):
+            self.report(
+                ("spec", "gpuResources"),
+                "the MIG backend gives nvidia.com/mig-<profile> devices: govern nvidia.com/mig-*",
+            )
 
     def _node_pool(
         self, block: Mapping[str, Any], placement: Placement, path: FieldPath
@@ -325,7 +404,15 @@ class _PolicyBuilder:
             if not isinstance(memory, int):
                 self.report((*base, "models", index, "memoryMiB"), "must be a whole number of MiB")
                 memory = int(memory)
-            models[product] = GpuModel(product, memory)
+            reserved = entry.get("reservedMiB", 0)
+            if reserved >= memory:
+                self.report((*base, "models", index, "reservedMiB"), "must be less than memoryMiB")
+                reserved = 0
+            profiles = tuple(
+                MigProfile(profile["name"], profile["memoryMiB"])
+                for profile in entry.get("migProfiles", ())
+            )
+            models[product] = GpuModel(product, memory, reserved, profiles)
         return models
 
     def _env(self, entries: list[Mapping[str, Any]], base: FieldPath) -> tuple[EnvTemplate, ...]:

@@ -17,6 +17,11 @@ from webhook.policy.label_selectors import LabelSelector
 from webhook.policy.namespace_patterns import PROTECTED_NAMESPACE
 from webhook.policy.scope import AdmissionTarget, Match, Scope
 
+# The resource Aliyun's gpushare device plugin advertises and its extender schedules.
+GPUSHARE_RESOURCE = "aliyun.com/gpu-mem"
+# KAI Scheduler's queue label (defaults.py holds the product's names; this module is below it).
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
+
 MemoryUnit = Literal["MiB", "GiB"]
 MIB_PER_UNIT: Mapping[str, int] = MappingProxyType({"MiB": 1, "GiB": 1024})
 
@@ -46,11 +51,27 @@ class GovernedResource:
 
 
 @dataclass(frozen=True)
+class MigProfile:
+    """A MIG profile of one GPU model: its name (`1g.10gb`) and the memory its instances
+    really have, which is less than the name says."""
+
+    name: str
+    memory_mib: int
+
+
+@dataclass(frozen=True)
 class GpuModel:
-    """A GPU model as GPU feature discovery labels it: product name and memory in MiB."""
+    """A GPU model as GPU feature discovery labels it: product name and memory in MiB.
+    `reserved_mib` is what the driver keeps for itself, which shares are not sized from."""
 
     product: str
     memory_mib: int
+    reserved_mib: int = 0
+    mig_profiles: tuple[MigProfile, ...] = ()
+
+    @property
+    def usable_mib(self) -> int:
+        return self.memory_mib - self.reserved_mib
 
 
 @dataclass(frozen=True)
@@ -89,9 +110,50 @@ class NodePool:
     multi_gpu: MultiGpuNodes = MultiGpuNodes.SKIP
 
 
+class Backend(Enum):
+    """The system that gives pods their share of a card, and so the dialect a share is
+    written in (docs/backends/)."""
+
+    EXTENDED_RESOURCE = "ExtendedResource"
+    GPUSHARE = "Gpushare"
+    HAMI = "HAMi"
+    TIME_SLICING = "TimeSlicing"
+    MIG = "MIG"
+    KAI = "KAI"
+
+
+HamiMemory = Literal["MiB", "Percentage"]
+
+
+@dataclass(frozen=True)
+class HamiSettings:
+    """HAMi's resource names (its chart's resourceName, resourceMem, resourceMemPercentage and
+    resourceCores) and how a share is written in them."""
+
+    count_resource: str = "nvidia.com/gpu"
+    memory_resource: str = "nvidia.com/gpumem"
+    percentage_resource: str = "nvidia.com/gpumem-percentage"
+    cores_resource: str = "nvidia.com/gpucores"
+    memory: HamiMemory = "MiB"
+    cores: bool = False
+    scheduler_name: str | None = None
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        return (self.memory_resource, self.percentage_resource, self.cores_resource)
+
+
+@dataclass(frozen=True)
+class KaiSettings:
+    queue: str
+    scheduler_name: str = "kai-scheduler"
+
+
 @dataclass(frozen=True)
 class Sharing:
-    """How a fraction of a GPU becomes an amount of the VRAM extended resource."""
+    """How a share of a GPU is sized (against the pod's model) and written for the backend.
+    `vram_resource` is the resource a user writes an amount of GPU memory in, counted in
+    `unit`, whatever the backend; the ExtendedResource backend writes shares in it too."""
 
     vram_resource: str
     models: Mapping[str, GpuModel]
@@ -105,6 +167,41 @@ class Sharing:
     # The RuntimeClass pods with a share run under: with the VRAM resource instead of a GPU,
     # the device plugin gives them no card, and the NVIDIA runtime exposes one.
     runtime_class_name: str | None = None
+    backend: Backend = Backend.EXTENDED_RESOURCE
+    hami: HamiSettings = HamiSettings()
+    # The device plugin's name for a shared replica (its `renameByDefault`).
+    shared_resource: str = "nvidia.com/gpu.shared"
+    kai: KaiSettings | None = None
+
+    @property
+    def advertised(self) -> bool:
+        """Whether nodes must be given `vram_resource` by this product: no one else does."""
+        return self.backend is Backend.EXTENDED_RESOURCE
+
+    @property
+    def labels_read(self) -> tuple[str, ...]:
+        """The pod labels the engine reads under this policy: those its backend gives."""
+        return (KAI_QUEUE_LABEL,) if self.backend is Backend.KAI else ()
+
+    @property
+    def memory_resources(self) -> frozenset[str]:
+        """The resources that hold an amount of memory in `unit`: the VRAM resource users write,
+        and the backend's own where it has one (gpushare's, HAMi's, which is in MiB)."""
+        if self.backend is Backend.GPUSHARE:
+            return frozenset({self.vram_resource, GPUSHARE_RESOURCE})
+        if self.backend is Backend.HAMI:
+            return frozenset({self.vram_resource, self.hami.memory_resource})
+        return frozenset({self.vram_resource})
+
+    @property
+    def share_resources(self) -> frozenset[str]:
+        """The resources a share may be written in, in this backend's dialect or as an amount."""
+        names = set(self.memory_resources)
+        if self.backend is Backend.HAMI:
+            names.update(self.hami.resources)
+        elif self.backend is Backend.TIME_SLICING:
+            names.add(self.shared_resource)
+        return frozenset(names)
 
     @property
     def mib_per_unit(self) -> int:
@@ -113,7 +210,7 @@ class Sharing:
     def units_for(self, fraction: Fraction, model: GpuModel) -> int:
         """Whole units of VRAM for `fraction` of `model`, rounded down so that n pods that
         each ask for 1/n of a card fit on it."""
-        return int(fraction * model.memory_mib // self.mib_per_unit)
+        return int(fraction * model.usable_mib // self.mib_per_unit)
 
 
 @dataclass(frozen=True)
@@ -161,4 +258,8 @@ class Policy:
         return None
 
     def is_vram(self, resource_name: str) -> bool:
-        return self.sharing is not None and resource_name == self.sharing.vram_resource
+        """Whether the resource holds an amount of GPU memory (see `Sharing.memory_resources`)."""
+        return self.sharing is not None and resource_name in self.sharing.memory_resources
+
+    def is_share_resource(self, resource_name: str) -> bool:
+        return self.sharing is not None and resource_name in self.sharing.share_resources

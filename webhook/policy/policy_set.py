@@ -87,7 +87,9 @@ class PolicySet:
         by_namespace, broad = _split_by_exact_namespaces(ranked)
         every = (*self.policies, self.fallback)
         resources = [resource for policy in every for resource in policy.resources]
-        vram = {policy.sharing.vram_resource for policy in every if policy.sharing}
+        vram = {
+            name for policy in every if policy.sharing for name in policy.sharing.share_resources
+        }
         names = {resource.name for resource in resources if not resource.is_family}
         prefixes = {resource.name[:-1] for resource in resources if resource.is_family}
         verdicts = _GpuResourceVerdicts(frozenset(names | vram), tuple(sorted(prefixes)))
