@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from webhook.engine.backends.rendering import ShareBackend
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.pod_spec import CONTAINER_LISTS, Container, MalformedObject, PodView
+from webhook.engine.share_record import ShareRecord
 from webhook.engine.shares import MIB
 from webhook.policy.defaults import (
     FRACTION_ANNOTATION,
@@ -73,22 +75,83 @@ def mentions_gpu(pod: PodView, policy: Policy) -> bool:
     return asks_for(
         pod.annotations,
         pod.spec,
-        lambda name: policy.is_vram(name) or policy.governing(name) is not None,
+        lambda name: policy.is_share_resource(name) or policy.governing(name) is not None,
     )
 
 
-def read_gpu_requests(pod: PodView, policy: Policy) -> GpuRequests:
+def read_gpu_requests(
+    pod: PodView,
+    policy: Policy,
+    record: ShareRecord | None = None,
+    backend: ShareBackend | None = None,
+) -> GpuRequests:
+    """`record`: what the webhook wrote before, whose resources read back as the share they
+    were written for; `backend`: the policy's, which reads its own dialect."""
+    record = record or _NO_RECORD
     found = GpuRequests()
     for container in pod.containers:
+        claimed = _recorded_share(container, policy, record, found)
+        if backend is not None and not claimed:
+            native = backend.read_native(container)
+            if native is not None:
+                found.violations.extend(native.violations)
+                claimed = native.claimed
         for resource in _gpu_resources_of(container, policy):
-            _check_resource(container, resource, policy, found)
-    _read_share_annotation(pod, policy, found)
+            if resource not in claimed:
+                _check_resource(container, resource, policy, found)
+    if backend is not None:
+        found.violations.extend(backend.read_pod(pod))
+    _read_share_annotation(pod, policy, found, record)
     return found
+
+
+def _recorded_share(
+    container: Container, policy: Policy, record: ShareRecord, found: GpuRequests
+) -> frozenset[str]:
+    """The resources a backend wrote for this container's share, when the container still has
+    them as the record says: read back as the share (its VRAM units) and claimed, so that a
+    backend's `nvidia.com/gpu: 1` or MIG device is not taken for a whole GPU."""
+    sharing = policy.sharing
+    entry = record.containers.get(container.name)
+    if sharing is None or entry is None or not entry.vram.isdigit() or not entry.given:
+        return frozenset()  # records from before backends: the VRAM resource reads as itself
+    given = entry.given
+    for resource, amount in given.items():
+        limit = container.limits.get(resource, _ABSENT)
+        request = container.requests.get(resource, limit)
+        if not (_same_quantity(limit, amount) and _same_quantity(request, amount)):
+            return frozenset()
+    in_requests = any(resource in container.requests for resource in given)
+    # Named by the resource that holds its memory where the backend wrote one.
+    memory = sharing.memory_resources
+    named = next((resource for resource in given if resource in memory), next(iter(given)))
+    found.shares.append(
+        ShareIntent(
+            container,
+            "vram",
+            named,
+            entry.vram,
+            None,
+            int(entry.vram),
+            in_requests,
+        )
+    )
+    return frozenset(given)
+
+
+def _same_quantity(written: object, amount: str) -> bool:
+    try:
+        return isinstance(written, str | int) and parse_quantity(written) == parse_quantity(amount)
+    except QuantityError:
+        return False
 
 
 def _gpu_resources_of(container: Container, policy: Policy) -> list[str]:
     names = dict.fromkeys([*container.limits, *container.requests])
     return [name for name in names if policy.is_vram(name) or policy.governing(name)]
+
+
+_NO_RECORD = ShareRecord()
 
 
 def _check_resource(
@@ -266,7 +329,9 @@ def _fraction_denied(where: str, written: str, resource: str, policy: Policy) ->
     )
 
 
-def _read_share_annotation(pod: PodView, policy: Policy, found: GpuRequests) -> None:
+def _read_share_annotation(
+    pod: PodView, policy: Policy, found: GpuRequests, record: ShareRecord
+) -> None:
     """The share a pod asks for in an annotation, KAI Scheduler's way: `gpu-fraction` (of the
     card) or `gpu-memory` (MiB), for the container `gpu-fraction-container-name` names."""
     present = [name for name in SHARE_ANNOTATIONS if name in pod.annotations]
@@ -310,6 +375,8 @@ def _read_share_annotation(pod: PodView, policy: Policy, found: GpuRequests) -> 
     if any(w.container is container for w in found.whole) or any(
         s.container is container and s.source in ("quantity", "memory") for s in found.shares
     ):
+        if record.annotations.get(annotation) == written:
+            return  # the webhook wrote it for a share that these resources now replace
         found.violations.append(
             Violation(
                 "annotation-conflict",

@@ -54,7 +54,8 @@ class OutcomeCache:
     ) -> PodOutcome:
         """What `evaluate_pod` says of this pod (whose `pod_parts` are given), without its
         `document`. A pod is read into a `PodView` only when it is judged."""
-        text = engine_input(location, parts)
+        labels = policy.sharing.labels_read if policy.sharing else ()
+        text = engine_input(location, parts, labels)
         # Absent and null metadata read alike but are patched differently: a key part of its own
         # says which, rather than a copy of the text with a prefix.
         key = None if text is None else (mode, location, metadata_sent(obj, location), text)

@@ -124,15 +124,23 @@ def remove_node_selector_entries(
     """Remove the recorded nodeSelector entries nothing wants now, where the pod still has the
     value the webhook wrote; the keys removed are returned."""
     path = (*pod.location.spec, "nodeSelector")
+    removed = stale_selector_keys(pod, recorded, wanted)
+    for key in removed:
+        recorder.remove((*path, key))
+    return removed
+
+
+def stale_selector_keys(
+    pod: PodView, recorded: Mapping[str, str], wanted: Mapping[str, str]
+) -> list[str]:
+    """The recorded nodeSelector entries nothing wants now that still hold the value the
+    webhook wrote: those it removes."""
     present = pod.node_selector()
-    removed = [
+    return [
         key
         for key, value in recorded.items()
         if present.get(key) == value and wanted.get(key) != value
     ]
-    for key in removed:
-        recorder.remove((*path, key))
-    return removed
 
 
 _Fields = tuple[str, str, str, str, object]

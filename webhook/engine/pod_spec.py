@@ -125,7 +125,8 @@ class Container:
 @dataclass(slots=True)
 class PodView:
     """The engine reads a pod only through this view: its annotations, its containers' names,
-    resources and env, and the spec's nodeSelector, tolerations, affinity and runtimeClassName.
+    resources and env, its labels, and the spec's nodeSelector, tolerations, affinity,
+    runtimeClassName and schedulerName.
     `engine_input` lists exactly these; a new reader must be added there too (a test reads
     every scenario through a spec that notes what is read, and fails when the key lacks it)."""
 
@@ -152,9 +153,20 @@ class PodView:
         return _list(self.spec, "tolerations", self.location.spec)
 
     def runtime_class_name(self) -> str | None:
-        value = self.spec.get("runtimeClassName")
+        return self._spec_string("runtimeClassName")
+
+    def scheduler_name(self) -> str | None:
+        return self._spec_string("schedulerName")
+
+    def labels(self) -> Mapping[str, Any]:
+        """The pod's labels, of which the engine reads only those its policy's backend gives
+        (`Sharing.labels_read`)."""
+        return _mapping(self.metadata, "labels", self.location.metadata)
+
+    def _spec_string(self, key: str) -> str | None:
+        value = self.spec.get(key)
         if value is not None and type(value) is not str:
-            path = (*self.location.spec, "runtimeClassName")
+            path = (*self.location.spec, key)
             raise MalformedObject(path, f"must be a string, not {_json_type(value)}")
         return value
 
@@ -220,7 +232,9 @@ def annotation_bytes(annotations: Mapping[str, Any]) -> int:
     )
 
 
-def engine_input(location: PodTemplateLocation, parts: PodParts) -> str | None:
+def engine_input(
+    location: PodTemplateLocation, parts: PodParts, labels: tuple[str, ...] = ()
+) -> str | None:
     """Everything the engine reads of a pod, as one JSON text: pods with the same text get the
     same outcome. Made from the parts as sent, before a `PodView` is read from them (a pod whose
     text is known needs none), so a part of the wrong type is written as it is and a pod that
@@ -228,7 +242,9 @@ def engine_input(location: PodTemplateLocation, parts: PodParts) -> str | None:
     or the containers are no list of objects: such a pod is judged afresh.
 
     The engine reads an absent, a null and an empty map alike, but patches each differently,
-    so the text holds each part as it was sent, or that it was not."""
+    so the text holds each part as it was sent, or that it was not. `labels`: those the
+    governing policy reads; pods that differ in others, as the pods of a ReplicaSet do, share
+    a text."""
     metadata, _, spec = parts
     try:
         containers = [
@@ -240,11 +256,13 @@ def engine_input(location: PodTemplateLocation, parts: PodParts) -> str | None:
             [
                 metadata is _NOTHING,
                 _sent(metadata, "annotations"),
+                _labels_read(metadata, labels),
                 containers,
                 _sent(spec, "nodeSelector"),
                 _sent(spec, "tolerations"),
                 _sent(spec, "affinity"),
                 _sent(spec, "runtimeClassName"),
+                _sent(spec, "schedulerName"),
             ]
         )
     except (AttributeError, TypeError, ValueError):
@@ -271,6 +289,16 @@ def _sent(node: Mapping[str, Any], key: str) -> tuple[Any, ...]:
     """The value at `key` as a one-item tuple, or () where there is none: in JSON, an absent
     part then differs from every value it could hold (0 and null among them)."""
     return (node[key],) if key in node else ()
+
+
+def _labels_read(metadata: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[Any, ...]:
+    """The labels the engine reads, and whether the map is there to add one to."""
+    if not keys or "labels" not in metadata:
+        return ()
+    labels = metadata["labels"]
+    if type(labels) is not dict:
+        return (labels,)
+    return ("map", [_sent(labels, key) for key in keys])
 
 
 def _sent_list(spec: Mapping[str, Any], key: str) -> list[Any]:

@@ -6,9 +6,11 @@ Later passes read it to tell the webhook's own changes from the user's: the VRAM
 whether it pinned the model, the runtimeClassName it set (absent from the record when the
 pod's own, or none), and the tolerations and nodeSelector entries it added for the share (so
 that a pod that goes back to whole GPUs, or a policy that no longer asks for them, loses
-them). Pods created from a rewritten template inherit it, so they
-are measured against the same model even when their controller rewrote the node affinity
-that named it (a DaemonSet binds its pods to a node by name).
+them), and what the backend wrote for each share and on the pod (resources, annotations,
+labels, schedulerName), which a later pass reads back as the share rather than as the
+user's. Pods created from a rewritten template inherit it, so they are measured against the
+same model even when their controller rewrote the node affinity that named it (a DaemonSet
+binds its pods to a node by name).
 """
 
 from __future__ import annotations
@@ -27,9 +29,13 @@ MAX_RECORD_CHARS = 256 * 1024
 
 @dataclass(frozen=True)
 class ContainerShare:
+    """`vram`: the share in the policy's unit; `given`: the resources the backend wrote for it
+    (empty in records written before backends, where it was the VRAM resource alone)."""
+
     asked: str
     vram: str
     env: tuple[str, ...] = ()
+    given: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,10 @@ class ShareRecord:
     # What the webhook added to the spec for the share, as it wrote them.
     tolerations: tuple[Mapping[str, Any], ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    # What the backend wrote on the pod itself: annotations, labels and schedulerName.
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str | None = None
 
     @classmethod
     def read(cls, annotations: Mapping[str, Any]) -> ShareRecord:
@@ -59,12 +69,16 @@ class ShareRecord:
                         asked=str(entry["asked"]),
                         vram=str(entry["vram"]),
                         env=tuple(str(name) for name in entry.get("env", ())),
+                        given=_string_map(entry.get("given", {})),
                     )
                     for name, entry in data["containers"].items()
                 },
                 runtime_class_name=_optional_string(data.get("runtimeClassName")),
                 tolerations=tuple(_toleration(item) for item in data.get("tolerations", ())),
                 node_selector=_string_map(data.get("nodeSelector", {})),
+                annotations=_string_map(data.get("annotations", {})),
+                labels=_string_map(data.get("labels", {})),
+                scheduler_name=_optional_string(data.get("schedulerName")),
             )
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
             # RecursionError: JSON nested deeper than the decoder, or str(), will go.
@@ -72,8 +86,7 @@ class ShareRecord:
 
     def encode(self) -> str:
         containers = {
-            name: {"asked": share.asked, "vram": share.vram, "env": list(share.env)}
-            for name, share in sorted(self.containers.items())
+            name: _container_entry(share) for name, share in sorted(self.containers.items())
         }
         data: dict[str, Any] = {
             "model": self.model,
@@ -87,11 +100,31 @@ class ShareRecord:
             data["tolerations"] = [dict(toleration) for toleration in self.tolerations]
         if self.node_selector:
             data["nodeSelector"] = dict(sorted(self.node_selector.items()))
+        for key, found in (("annotations", self.annotations), ("labels", self.labels)):
+            if found:
+                data[key] = dict(sorted(found.items()))
+        if self.scheduler_name is not None:
+            data["schedulerName"] = self.scheduler_name
         return json.dumps(data, separators=(",", ":"))
+
+    def given_of(self, container: str, vram_resource: str) -> Mapping[str, str]:
+        """The resources the webhook wrote for a container's share (in records from before
+        backends, the VRAM resource alone)."""
+        entry = self.containers.get(container)
+        if entry is None:
+            return {}
+        return entry.given or {vram_resource: entry.vram}
 
     def vram_of(self, container: str) -> str | None:
         share = self.containers.get(container)
         return share.vram if share else None
+
+
+def _container_entry(share: ContainerShare) -> dict[str, Any]:
+    entry: dict[str, Any] = {"asked": share.asked, "vram": share.vram, "env": list(share.env)}
+    if share.given:
+        entry["given"] = dict(share.given)
+    return entry
 
 
 def _toleration(value: object) -> Mapping[str, Any]:

@@ -22,7 +22,8 @@ class SizedShare:
 
     @property
     def fraction_of_card(self) -> Fraction:
-        """The share actually reserved, which rounding may make smaller than the one asked."""
+        """The share actually reserved, of all the card's memory (frameworks take a fraction of
+        all of it), which rounding and headroom make no larger than the one asked."""
         return Fraction(self.mib, self.model.memory_mib)
 
 
@@ -31,7 +32,7 @@ def size_share(intent: ShareIntent, model: GpuModel, sharing: Sharing) -> SizedS
     if intent.vram_units is not None:
         units = intent.vram_units
         mib = units * sharing.mib_per_unit
-        if mib > model.memory_mib:
+        if mib > model.usable_mib:
             asked = (
                 f"{intent.asked} ({units} {sharing.unit})"
                 if intent.source in ("memory", "annotation")
@@ -39,7 +40,7 @@ def size_share(intent: ShareIntent, model: GpuModel, sharing: Sharing) -> SizedS
             )
             return Violation(
                 "share-too-large",
-                f"{where} {asked} is more than a {model.product} has ({model.memory_mib} MiB)",
+                f"{where} {asked} is more than a {model.product} has ({_memory(model)})",
             )
         return SizedShare(intent, model, units, mib)
     assert intent.fraction is not None
@@ -47,11 +48,17 @@ def size_share(intent: ShareIntent, model: GpuModel, sharing: Sharing) -> SizedS
     if units == 0:
         return Violation(
             "share-too-small",
-            f'{where} "{intent.written}" of a {model.product} ({model.memory_mib} MiB) is less '
+            f'{where} "{intent.written}" of a {model.product} ({_memory(model)}) is less '
             f"than 1 {sharing.unit} of {sharing.vram_resource}: ask for at least "
-            f"{sharing.mib_per_unit}/{model.memory_mib} of a GPU",
+            f"{sharing.mib_per_unit}/{model.usable_mib} of a GPU",
         )
     return SizedShare(intent, model, units, units * sharing.mib_per_unit)
+
+
+def _memory(model: GpuModel) -> str:
+    if model.reserved_mib:
+        return f"{model.usable_mib} MiB besides the {model.reserved_mib} the driver keeps"
+    return f"{model.memory_mib} MiB"
 
 
 def placeholder_values(share: SizedShare, sharing: Sharing) -> dict[str, str]:

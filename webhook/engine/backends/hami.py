@@ -1,0 +1,138 @@
+"""The HAMi backend: a share is `nvidia.com/gpu: 1` with `nvidia.com/gpumem` (MiB) or
+`nvidia.com/gpumem-percentage` (whole percent of the card), and optionally
+`nvidia.com/gpucores`, under the names the HAMi chart configures.
+
+HAMi's own webhook fails open and reads these only as container resources, by
+`Quantity.AsInt64`: a percentage of 99.1 or memory written as `4Gi` (over 2^31) is dropped
+without a word, and the same names written as pod annotations are ignored. Those are refused
+here with the form that works. A pod already written in HAMi's dialect is checked, not
+rewritten: one card with a memory amount reads as a share (it gets the policy's env and
+placement); a share over several cards, or as a percentage, is left as written."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from webhook.engine.backends.rendering import (
+    ContainerRendering,
+    NativeRead,
+    Rendering,
+    ShareBackend,
+    scheduler_conflict,
+)
+from webhook.engine.findings import Violation
+from webhook.engine.pod_spec import Container, PodView
+from webhook.engine.shares import SizedShare
+from webhook.quantity import QuantityError, parse_quantity
+
+
+class HamiBackend(ShareBackend):
+    def percent(self, share: SizedShare) -> int:
+        """The share in whole percent of the card, rounded down so it never exceeds it."""
+        return int(Fraction(share.mib * 100, share.model.memory_mib))
+
+    def read_native(self, container: Container) -> NativeRead | None:
+        hami = self.sharing.hami
+        present = {
+            name
+            for name in (*hami.resources, hami.count_resource)
+            if name in container.limits or name in container.requests
+        }
+        if not present & set(hami.resources):
+            return None
+        violations = [
+            violation
+            for name in (hami.percentage_resource, hami.cores_resource)
+            if name in present
+            for violation in _whole_percent(container, name)
+        ]
+        count = _amount(container.limits.get(hami.count_resource, 1))
+        if count is None or count.denominator != 1:
+            # A fraction of a card (kubectl apply may put one back beside the memory written
+            # for it): the count is read as any GPU count, and the memory as any amount.
+            claimed = present & {hami.percentage_resource, hami.cores_resource}
+            return NativeRead(frozenset(claimed), tuple(violations))
+        by_memory = hami.memory_resource in present
+        if by_memory and count == 1:
+            # One card and an amount of memory: the share this backend writes, read as one.
+            claimed = present - {hami.memory_resource}
+            return NativeRead(frozenset(claimed), tuple(violations))
+        if not by_memory and hami.percentage_resource not in present:
+            # Cores alone: a whole card with its cores capped, counted as a whole GPU.
+            return NativeRead(frozenset({hami.cores_resource}), tuple(violations))
+        return NativeRead(frozenset(present), tuple(violations), passthrough=True)
+
+    def read_pod(self, pod: PodView) -> list[Violation]:
+        hami = self.sharing.hami
+        return [
+            Violation(
+                "hami-annotation",
+                f"annotation {name} is not read by HAMi, which takes it only from a "
+                f"container's resources.limits: move it there",
+            )
+            for name in (*hami.resources, hami.count_resource)
+            if name in pod.annotations
+        ]
+
+    def check(self, shares: Sequence[SizedShare], pod: PodView) -> list[Violation]:
+        hami = self.sharing.hami
+        found: list[Violation] = []
+        if hami.scheduler_name is not None:
+            found += scheduler_conflict(pod, hami.scheduler_name, f'policy "{self.policy_name}"')
+        if hami.memory == "Percentage" or hami.cores:
+            found += [
+                Violation(
+                    "share-too-small",
+                    f"{share.intent.container.label}: {share.intent.asked} ({share.mib} MiB) is "
+                    f"less than 1% of a {share.model.product}, the least HAMi gives",
+                )
+                for share in shares
+                if self.percent(share) == 0
+            ]
+        return found
+
+    def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:
+        hami = self.sharing.hami
+        containers: dict[str, ContainerRendering] = {}
+        for share in shares:
+            resources = {hami.count_resource: "1"}
+            if hami.memory == "Percentage":
+                resources[hami.percentage_resource] = str(self.percent(share))
+            else:
+                resources[hami.memory_resource] = str(share.mib)
+            if hami.cores:
+                resources[hami.cores_resource] = str(self.percent(share))
+            # Only the count is a node resource; HAMi's scheduler reads the others.
+            containers[share.intent.container.name] = ContainerRendering(
+                resources, node_resources=(hami.count_resource,)
+            )
+        return Rendering(containers, scheduler_name=hami.scheduler_name)
+
+
+def _amount(written: object) -> Fraction | None:
+    try:
+        return parse_quantity(written) if isinstance(written, str | int) else None
+    except QuantityError:
+        return None
+
+
+def _whole_percent(container: Container, name: str) -> list[Violation]:
+    found: list[Violation] = []
+    for field_name, amounts in (("limits", container.limits), ("requests", container.requests)):
+        if name not in amounts:
+            continue
+        written = amounts[name]
+        amount = _amount(written)
+        if amount is None or amount.denominator != 1 or not 0 <= amount <= 100:
+            hint = f"; HAMi would read {int(amount)}" if amount is not None and amount > 0 else ""
+            found.append(
+                Violation(
+                    "whole-percent",
+                    f'{container.label}: {name} {field_name} "{written}" is not a whole percent '
+                    f"from 0 to 100{hint}: write the percent you mean, such as "
+                    f'"{max(0, min(100, int(amount or 0)))}"',
+                )
+            )
+            break
+    return found

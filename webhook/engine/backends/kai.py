@@ -1,0 +1,62 @@
+"""The KAI backend (KAI Scheduler): a share is the pod annotation `gpu-fraction` (of one card,
+strictly between 0 and 1) or `gpu-memory` (MiB, plain digits), `gpu-fraction-container-name`
+where it is not the first container's, `schedulerName: kai-scheduler`, and the queue label.
+No GPU resource stays in the spec: KAI refuses a fraction beside an `nvidia.com/gpu` limit.
+A pod carries one such annotation, so one container of a pod may have a share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from webhook.engine.backends.rendering import (
+    ContainerRendering,
+    Rendering,
+    ShareBackend,
+    one_container,
+    scheduler_conflict,
+)
+from webhook.engine.findings import Violation
+from webhook.engine.pod_spec import PodView
+from webhook.engine.shares import SizedShare
+from webhook.policy.defaults import (
+    FRACTION_ANNOTATION,
+    FRACTION_CONTAINER_ANNOTATION,
+    KAI_QUEUE_LABEL,
+    MEMORY_ANNOTATION,
+)
+from webhook.quantity import format_decimal
+
+_FRACTION_PLACES = 6
+
+
+class KaiBackend(ShareBackend):
+    def check(self, shares: Sequence[SizedShare], pod: PodView) -> list[Violation]:
+        kai = self.sharing.kai
+        assert kai is not None, "the loader gives the KAI backend its settings"
+        why = f'policy "{self.policy_name}"'
+        return [
+            *one_container(shares, "KAI Scheduler", "its gpu-fraction annotation is the pod's"),
+            *scheduler_conflict(pod, kai.scheduler_name, why),
+        ]
+
+    def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:
+        kai = self.sharing.kai
+        assert kai is not None, "the loader gives the KAI backend its settings"
+        annotations: dict[str, str] = {}
+        for share in shares:
+            intent = share.intent
+            if intent.fraction is not None:
+                written = intent.written if intent.source == "annotation" else None
+                annotations[FRACTION_ANNOTATION] = written or format_decimal(
+                    intent.fraction, _FRACTION_PLACES
+                )
+            else:
+                annotations[MEMORY_ANNOTATION] = str(share.mib)
+            if intent.container is not pod.first_container():
+                annotations[FRACTION_CONTAINER_ANNOTATION] = intent.container.name
+        return Rendering(
+            {share.intent.container.name: ContainerRendering({}) for share in shares},
+            annotations=annotations,
+            default_labels={KAI_QUEUE_LABEL: kai.queue},
+            scheduler_name=kai.scheduler_name,
+        )

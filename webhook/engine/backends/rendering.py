@@ -1,0 +1,115 @@
+"""What a sharing backend makes of a pod's shares, as data: the engine writes it into the
+patch when mutating, and checks the stored object against it when validating.
+
+A backend is a small class behind one interface (`ShareBackend`): it may read its own
+dialect from a container (`read_native`), refuse what its system cannot give (`check`),
+and says what the pod must carry (`render`). Nothing in a backend touches a patch, so a new
+backend is a new module and touches no other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from webhook.engine.findings import Violation
+from webhook.engine.pod_spec import Container, PodView
+from webhook.engine.shares import SizedShare
+from webhook.policy.model import Sharing
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+# The scheduler a pod runs under when it names none: a backend's own may replace it.
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True)
+class ContainerRendering:
+    """The limits one container takes for its share (requests, where it has some, equal)."""
+
+    resources: Mapping[str, str]
+    # How messages say what the share became; the resources as written where not given.
+    described: str | None = None
+    # The resources nodes advertise, which a taint may guard; all of them where not given.
+    node_resources: tuple[str, ...] | None = None
+
+    @property
+    def tolerated(self) -> tuple[str, ...]:
+        return tuple(self.resources) if self.node_resources is None else self.node_resources
+
+    @property
+    def text(self) -> str:
+        if self.described is not None:
+            return self.described
+        return ", ".join(f"{name}={amount}" for name, amount in self.resources.items())
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """Per container (by name) the resources of its share, and what the pod carries for them:
+    annotations set as given, labels set only where the pod has none of that key (a pod's own
+    queue stays), and the scheduler that gives the shares."""
+
+    containers: Mapping[str, ContainerRendering]
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    default_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    scheduler_name: str | None = None
+
+
+@dataclass(frozen=True)
+class NativeRead:
+    """A container written in the backend's own dialect: the resources its share takes, read
+    here rather than as whole GPUs, and what is wrong with them. `passthrough`: a form this
+    product does not size (a share spread over several cards), checked and left as it is."""
+
+    claimed: frozenset[str]
+    violations: tuple[Violation, ...] = ()
+    passthrough: bool = False
+
+
+@dataclass
+class ShareBackend:
+    """The default of every hook; each backend overrides the ones its system needs."""
+
+    sharing: Sharing
+    policy_name: str
+
+    def read_native(self, container: Container) -> NativeRead | None:
+        return None
+
+    def read_pod(self, pod: PodView) -> list[Violation]:
+        return []
+
+    def check(self, shares: Sequence[SizedShare], pod: PodView) -> list[Violation]:
+        return []
+
+    def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:
+        raise NotImplementedError
+
+
+def scheduler_conflict(pod: PodView, wanted: str, why: str) -> list[Violation]:
+    """A pod that names another scheduler than the one its share needs (the default one may be
+    replaced)."""
+    present = pod.scheduler_name()
+    if present in (None, DEFAULT_SCHEDULER, wanted):
+        return []
+    return [
+        Violation(
+            "scheduler-conflict",
+            f'schedulerName "{present}" cannot give a share of a GPU: {why} gives it through '
+            f'"{wanted}"; remove schedulerName from the pod, or write "{wanted}"',
+        )
+    ]
+
+
+def one_container(shares: Sequence[SizedShare], backend: str, why: str) -> list[Violation]:
+    if len(shares) <= 1:
+        return []
+    names = ", ".join(share.intent.container.label for share in shares)
+    return [
+        Violation(
+            "one-share-per-pod",
+            f"{names} each ask for a share of a GPU, and {backend} gives a share to one "
+            f"container of a pod ({why}): split them into pods, or ask in one container",
+        )
+    ]

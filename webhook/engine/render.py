@@ -1,0 +1,370 @@
+"""The second pass, when mutating: write a `PodPlan` into the patch.
+
+Every change is a merge that leaves what is already right alone, so a second pass over a
+mutated object (reinvocationPolicy: IfNeeded) yields no change. What the webhook wrote is
+listed in the record annotation (share_record.py); what it wrote before and the plan no
+longer wants (a share's resources, env, pin, runtimeClassName, tolerations, nodeSelector
+entries, the backend's annotations, labels and schedulerName) is removed, where the pod still
+holds it as written. What the user wrote stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.engine.backends.rendering import DEFAULT_SCHEDULER, Rendering
+from webhook.engine.findings import ShareIntent
+from webhook.engine.gpu_model import owns_pin
+from webhook.engine.patch import PatchRecorder
+from webhook.engine.placement import (
+    merge_node_selector,
+    merge_tolerations,
+    remove_node_selector_entries,
+    remove_tolerations,
+    resource_toleration,
+    still_present_tolerations,
+    wanted_tolerations,
+)
+from webhook.engine.plan import PlannedShare, PodPlan, owns_runtime_class
+from webhook.engine.pod_spec import MAX_ANNOTATION_BYTES, MalformedObject, annotation_bytes
+from webhook.engine.share_record import ContainerShare, ShareRecord
+from webhook.policy.defaults import POLICY_ANNOTATION, SHARES_ANNOTATION
+from webhook.policy.model import Placement, Toleration
+from webhook.quantity import QuantityError, parse_quantity
+
+
+@dataclass
+class Rendered:
+    warnings: list[str] = field(default_factory=list)
+    rewrites: list[str] = field(default_factory=list)
+
+
+def render_plan(plan: PodPlan, recorder: PatchRecorder) -> Rendered:
+    writer = _Writer(plan, recorder)
+    if plan.shares:
+        writer.give_shares()
+    else:
+        writer.give_whole_gpus()
+    return writer.rendered
+
+
+class _Writer:
+    def __init__(self, plan: PodPlan, recorder: PatchRecorder) -> None:
+        self.plan = plan
+        self.pod = plan.pod
+        self.record = plan.record
+        self.recorder = recorder
+        self.rendered = Rendered()
+
+    # Whole GPUs ----------------------------------------------------------------------
+
+    def give_whole_gpus(self) -> None:
+        """Whole GPUs; what an earlier share left (stale resources, and whatever the record
+        says the webhook added) goes first."""
+        plan = self.plan
+        for intent in plan.stale:
+            self._remove_share(intent)
+        placement = plan.policy.whole_gpu
+        wanted = wanted_tolerations(placement, [gpu.resource for gpu in plan.whole])
+        if plan.stale or self.record.containers:
+            self._drop_record(wanted, placement)
+        if plan.whole:
+            self._place(placement.node_selector, wanted)
+
+    def _remove_share(self, intent: ShareIntent) -> None:
+        container = intent.container
+        sharing = self.plan.sharing
+        for resource in self.record.given_of(container.name, sharing.vram_resource):
+            self._remove_resource(container.path, container.requests, resource)
+        self.rendered.warnings.append(f"{container.label}: whole GPUs replace its earlier share")
+
+    def _remove_resource(
+        self, container_path: tuple[Any, ...], requests: Mapping[str, Any], resource: str
+    ) -> None:
+        resources = (*container_path, "resources")
+        self.recorder.remove((*resources, "limits", resource))
+        if resource in requests:
+            self.recorder.remove((*resources, "requests", resource))
+
+    def _drop_record(self, wanted: list[Toleration], placement: Placement) -> None:
+        """Remove what the record says the webhook added for a share, where nothing wants it
+        now, and the record itself."""
+        sharing = self.plan.sharing
+        for container in self.pod.containers:
+            recorded = self.record.containers.get(container.name)
+            self._remove_env(container, set(recorded.env) if recorded else set())
+        spec = self.pod.location.spec
+        if owns_pin(self.pod, sharing, self.record):
+            self.recorder.remove((*spec, "nodeSelector", sharing.model_label))
+        if owns_runtime_class(self.pod, self.record):
+            self.recorder.remove((*spec, "runtimeClassName"))
+        added = [*self.record.tolerations, *self._recorded_resource_tolerations()]
+        remove_tolerations(self.recorder, self.pod, added, wanted)
+        remove_node_selector_entries(
+            self.recorder, self.pod, self.record.node_selector, placement.node_selector
+        )
+        self._render_pod_fields(Rendering({}))
+        annotations = (*self.pod.location.metadata, "annotations")
+        for key in (SHARES_ANNOTATION, POLICY_ANNOTATION):
+            if key in self.pod.annotations:
+                self.recorder.remove((*annotations, key))
+
+    def _recorded_resource_tolerations(self, keep: Collection[str] = ()) -> list[Toleration]:
+        """The tolerations of the resources the record says the webhook gave, which are the
+        webhook's for certain (besides those of `keep`)."""
+        vram = self.plan.sharing.vram_resource
+        given = {vram}
+        for name in self.record.containers:
+            given.update(self.record.given_of(name, vram))
+        return [resource_toleration(resource) for resource in sorted(given - set(keep))]
+
+    def _remove_env(self, container: Any, managed: Collection[str]) -> None:
+        removed = [
+            index
+            for index, item in enumerate(container.env())
+            if isinstance(item, Mapping) and item.get("name") in managed
+        ]
+        for index in reversed(removed):
+            self.recorder.remove((*container.path, "env", index))
+
+    # Shares --------------------------------------------------------------------------
+
+    def give_shares(self) -> None:
+        plan = self.plan
+        sharing = plan.sharing
+        assert plan.choice is not None and plan.rendering is not None
+        entries: dict[str, ContainerShare] = {}
+        for share in plan.shares:
+            self._resize(share)
+            env = self._give_env(share)
+            given = dict(share.rendering.resources)
+            if given == {sharing.vram_resource: str(share.sized.units)}:
+                given = {}  # as records before backends wrote it
+            entries[share.container.name] = ContainerShare(
+                share.asked, str(share.sized.units), env, given
+            )
+        self._pin_model()
+        tolerations, selector = self._place_share()
+        runtime_class = self._give_runtime_class()
+        labels, scheduler = self._render_pod_fields(plan.rendering)
+        record = ShareRecord(
+            plan.choice.model.product,
+            plan.choice.pin,
+            entries,
+            runtime_class,
+            tuple(tolerations),
+            selector,
+            dict(plan.rendering.annotations),
+            labels,
+            scheduler,
+        )
+        self._write_record(record)
+
+    def _resize(self, share: PlannedShare) -> None:
+        """Give the container the resources of its share, and take away the intent's and an
+        earlier share's that it does not keep."""
+        intent = share.sized.intent
+        container = intent.container
+        sharing = self.plan.sharing
+        wanted = share.rendering.resources
+        resources = (*container.path, "resources")
+        # A Pod's requests are what the apiserver defaulted from limits; a template's are the
+        # user's: give requests only where there were some.
+        with_requests = (
+            intent.in_requests
+            or any(name in container.requests for name in wanted)
+            or (intent.source == "annotation" and self.pod.location.is_pod)
+        )
+        changed = False
+        for name, amount in wanted.items():
+            if _same(container.limits.get(name), amount) and (
+                not with_requests or _same(container.requests.get(name), amount)
+            ):
+                continue
+            changed = True
+            self.recorder.put((*resources, "limits", name), amount)
+            if with_requests:
+                self.recorder.put((*resources, "requests", name), amount)
+        leftovers = set(self.record.given_of(container.name, sharing.vram_resource))
+        if intent.source != "annotation":
+            leftovers.add(intent.resource)
+        for name in sorted(leftovers - set(wanted)):
+            if name in container.limits or name in container.requests:
+                changed = True
+                if name in container.limits:
+                    self.recorder.remove((*resources, "limits", name))
+                if name in container.requests:
+                    self.recorder.remove((*resources, "requests", name))
+        if changed:
+            self._say_rewritten(share)
+
+    def _say_rewritten(self, share: PlannedShare) -> None:
+        container = share.container
+        became = share.rendering.text or _describe_pod_fields(self.plan.rendering)
+        given = f"{became} of {share.sized.model.product}"
+        self.rendered.rewrites.append(f"{container.name}: {share.asked} -> {given}")
+        self.rendered.warnings.append(f"{container.label}: {share.asked} rewritten to {given}")
+
+    def _pin_model(self) -> None:
+        plan = self.plan
+        sharing = plan.sharing
+        choice = plan.choice
+        assert choice is not None
+        label = sharing.model_label
+        path = (*self.pod.location.spec, "nodeSelector", label)
+        if choice.pin:
+            if self.pod.node_selector().get(label) != choice.model.product:
+                self.rendered.warnings.append(
+                    f"pinned to {label}={choice.model.product}, {choice.how}"
+                )
+            self.recorder.put(path, choice.model.product)
+        elif owns_pin(self.pod, sharing, self.record):
+            self.recorder.remove(path)
+
+    def _give_runtime_class(self) -> str | None:
+        """Set the policy's runtimeClassName where the pod has none, or has the one the webhook
+        set before (a pod that chose another is denied by the plan); what the webhook set is
+        returned, for the record."""
+        wanted = self.plan.sharing.runtime_class_name
+        present = self.pod.runtime_class_name()
+        ours = owns_runtime_class(self.pod, self.record)
+        path = (*self.pod.location.spec, "runtimeClassName")
+        if wanted is None:
+            if ours:
+                self.recorder.remove(path)
+            return None
+        if present is not None and not ours:
+            return None
+        if present != wanted:
+            self.rendered.warnings.append(
+                f'runtimeClassName set to "{wanted}", which {self.plan.why} requires'
+            )
+        self.recorder.put(path, wanted)
+        return wanted
+
+    def _render_pod_fields(self, rendering: Rendering) -> tuple[dict[str, str], str | None]:
+        """The backend's annotations, labels and schedulerName, and the removal of those it
+        wrote before and wants no more; the labels and scheduler the webhook set are returned."""
+        metadata = self.pod.location.metadata
+        present = self.pod.annotations
+        for key, value in self.record.annotations.items():
+            if key not in rendering.annotations and present.get(key) == value:
+                self.recorder.remove((*metadata, "annotations", key))
+        for key, value in rendering.annotations.items():
+            self.recorder.put((*metadata, "annotations", key), value)
+        set_labels: dict[str, str] = {}
+        if not (self.record.labels or rendering.default_labels):
+            return set_labels, self._give_scheduler(rendering.scheduler_name)
+        labels = self.pod.labels()
+        for key, value in self.record.labels.items():
+            if key not in rendering.default_labels and labels.get(key) == value:
+                self.recorder.remove((*metadata, "labels", key))
+        for key, value in rendering.default_labels.items():
+            ours = self.record.labels.get(key)
+            if key not in labels or (ours is not None and labels.get(key) == ours):
+                self.recorder.put((*metadata, "labels", key), value)
+                set_labels[key] = value
+        return set_labels, self._give_scheduler(rendering.scheduler_name)
+
+    def _give_scheduler(self, wanted: str | None) -> str | None:
+        path = (*self.pod.location.spec, "schedulerName")
+        present = self.pod.scheduler_name()
+        ours = self.record.scheduler_name is not None and present == self.record.scheduler_name
+        if wanted is None:
+            if ours:
+                self.recorder.remove(path)
+            return None
+        if present in (None, DEFAULT_SCHEDULER) or ours:
+            if present != wanted:
+                self.rendered.warnings.append(
+                    f'schedulerName set to "{wanted}", which {self.plan.why} requires'
+                )
+            self.recorder.put(path, wanted)
+            return wanted
+        return None  # the pod's own choice, and the one wanted (the plan refuses others)
+
+    def _write_record(self, record: ShareRecord) -> None:
+        annotations = (*self.pod.location.metadata, "annotations")
+        written = {POLICY_ANNOTATION: self.plan.policy.name, SHARES_ANNOTATION: record.encode()}
+        if annotation_bytes({**self.pod.annotations, **written}) > MAX_ANNOTATION_BYTES:
+            # Patched, the object would break the apiserver's limit, and a second pass of
+            # ours would refuse it: refuse it now, before anything is written.
+            raise MalformedObject(
+                annotations,
+                f"Too long: must have at most {MAX_ANNOTATION_BYTES} bytes with the "
+                f"{POLICY_ANNOTATION} and {SHARES_ANNOTATION} annotations a share adds",
+            )
+        for key, value in written.items():
+            self.recorder.put((*annotations, key), value)
+
+    def _place(
+        self, selector: Mapping[str, str], tolerations: list[Toleration]
+    ) -> tuple[list[Toleration], dict[str, str]]:
+        """Merge these nodeSelector entries and tolerations into the pod (the plan has refused
+        conflicts), where the entries being removed do not count as present; what was added is
+        returned."""
+        gone = self.plan.gone_selector
+        added_selector = merge_node_selector(self.recorder, self.pod, selector, gone)
+        return merge_tolerations(self.recorder, self.pod, tolerations), added_selector
+
+    def _place_share(self) -> tuple[list[Toleration], dict[str, str]]:
+        """Place the shares, and keep track of the policy's own tolerations and nodeSelector
+        entries the webhook added (the resources' tolerations are recognised as they are):
+        those an edited policy no longer asks for are removed."""
+        plan = self.plan
+        placement = plan.sharing.placement
+        resources = sorted({name for s in plan.shares for name in s.rendering.tolerated})
+        wanted = wanted_tolerations(placement, resources)
+        stale = [*self.record.tolerations, *self._recorded_resource_tolerations(resources)]
+        remove_tolerations(self.recorder, self.pod, stale, wanted)
+        remove_node_selector_entries(
+            self.recorder, self.pod, self.record.node_selector, placement.node_selector
+        )
+        extras = list(placement.tolerations)
+        kept_tolerations = still_present_tolerations(self.pod, self.record.tolerations, extras)
+        # An entry not removed that still holds the recorded value is one the policy wants.
+        present = self.pod.node_selector()
+        kept_selector = {
+            key: value
+            for key, value in self.record.node_selector.items()
+            if key not in plan.gone_selector and present.get(key) == value
+        }
+        added, added_selector = self._place(placement.node_selector, wanted)
+        return (
+            [*kept_tolerations, *(t for t in added if t in extras)],
+            {**kept_selector, **added_selector},
+        )
+
+    # Env -----------------------------------------------------------------------------
+
+    def _give_env(self, share: PlannedShare) -> tuple[str, ...]:
+        """Write the planned env changes; the names the webhook manages are returned."""
+        env_path = (*share.container.path, "env")
+        removed: list[int] = []
+        for change in share.env:
+            if change.action == "add":
+                self.recorder.append(env_path, {"name": change.name, "value": change.value})
+            elif change.action == "set":
+                item = {"name": change.name, "value": change.value}
+                self.recorder.set((*env_path, change.index), item)
+            elif change.action == "remove":
+                removed.append(change.index)
+        for index in sorted(removed, reverse=True):
+            self.recorder.remove((*env_path, index))
+        return tuple(sorted(change.name for change in share.env if change.managed))
+
+
+def _same(written: object, amount: str) -> bool:
+    """Whether the pod already holds this amount, however it is written (4096, "4096", "4Ki")."""
+    try:
+        return isinstance(written, str | int) and parse_quantity(written) == parse_quantity(amount)
+    except QuantityError:
+        return False
+
+
+def _describe_pod_fields(rendering: Rendering | None) -> str:
+    if rendering is None:
+        return ""
+    return ", ".join(f"{key}={value}" for key, value in rendering.annotations.items())
