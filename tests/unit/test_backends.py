@@ -1,0 +1,376 @@
+"""One intent, every sharing backend: the same pods rendered by each example policy
+(examples/policies/<backend>), each result held to the apiserver's rules for extended
+resources, passed by /validate, and left alone by a second pass."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.engine_objects import deployment, mutated, pod, record_of, spec_of
+from tests.support.generated_pods import DEPLOYMENT, POD
+from webhook.engine.evaluate import evaluate_pod
+from webhook.policy.loader import load_policy_directory
+from webhook.policy.model import Policy
+from webhook.quantity import parse_quantity
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
+BACKENDS = ("extended-resource", "gpushare", "hami", "time-slicing", "mig", "kai")
+
+
+@cache
+def example(backend: str) -> Policy:
+    (policy,) = load_policy_directory(EXAMPLES / backend)
+    return policy
+
+
+def limits_of(obj: dict[str, Any], location: Any = POD, index: int = 0) -> dict[str, Any]:
+    container = spec_of(obj, location)["containers"][index]
+    return dict(container.get("resources", {}).get("limits", {}))
+
+
+def env_of(obj: dict[str, Any], location: Any = POD) -> dict[str, str]:
+    container = spec_of(obj, location)["containers"][0]
+    return {item["name"]: item["value"] for item in container.get("env", [])}
+
+
+def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
+    return dict(obj["metadata"].get("annotations", {}))
+
+
+def assert_apiserver_accepts(obj: dict[str, Any], location: Any) -> None:
+    """The apiserver's rules for extended resources (a name with a domain, outside
+    kubernetes.io): whole numbers, in limits, and requests equal to limits."""
+    for container in spec_of(obj, location)["containers"]:
+        resources = container.get("resources", {})
+        limits, requests = resources.get("limits", {}), resources.get("requests", {})
+        for name in {*limits, *requests}:
+            if "/" not in name or "kubernetes.io/" in name:
+                continue
+            assert name in limits, f"{name} only in requests"
+            assert parse_quantity(limits[name]).denominator == 1, f"{name}={limits[name]}"
+            if name in requests:
+                assert parse_quantity(requests[name]) == parse_quantity(limits[name])
+
+
+QUARTER = {"nvidia.com/gpu": "0.25"}
+FOUR_GIB = {"example.com/vram": "4Gi"}
+T4 = {"nvidia.com/gpu.product": "Tesla-T4"}
+
+# One intent per row, and what each backend makes of it on a card the row names (the
+# examples' default model is the A100 40GB, 40960 MiB).
+RENDERED: list[tuple[str, dict[str, str], dict[str, str] | None, str, dict[str, str]]] = [
+    ("quarter", QUARTER, None, "extended-resource", {"example.com/vram": "10240"}),
+    ("quarter", QUARTER, None, "gpushare", {"aliyun.com/gpu-mem": "10"}),
+    (
+        "quarter",
+        QUARTER,
+        None,
+        "hami",
+        {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10240"},
+    ),
+    ("quarter", QUARTER, None, "time-slicing", {"nvidia.com/gpu.shared": "1"}),
+    # 10240 MiB is more than a 1g.10gb instance has (9984): the next profile up.
+    ("quarter", QUARTER, None, "mig", {"nvidia.com/mig-3g.20gb": "1"}),
+    ("quarter", QUARTER, None, "kai", {}),
+    ("4Gi", FOUR_GIB, None, "extended-resource", {"example.com/vram": "4096"}),
+    ("4Gi", FOUR_GIB, None, "gpushare", {"aliyun.com/gpu-mem": "4"}),
+    ("4Gi", FOUR_GIB, None, "hami", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096"}),
+    ("4Gi", FOUR_GIB, None, "time-slicing", {"nvidia.com/gpu.shared": "1"}),
+    ("4Gi", FOUR_GIB, None, "mig", {"nvidia.com/mig-1g.5gb": "1"}),
+    ("4Gi", FOUR_GIB, None, "kai", {}),
+    ("quarter of a T4", QUARTER, T4, "extended-resource", {"example.com/vram": "3840"}),
+    # GiB are whole: a quarter of 15 GiB is 3 of them, never more than was asked.
+    ("quarter of a T4", QUARTER, T4, "gpushare", {"aliyun.com/gpu-mem": "3"}),
+    ("quarter of a T4", QUARTER, T4, "hami", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3840"}),
+    ("quarter of a T4", QUARTER, T4, "time-slicing", {"nvidia.com/gpu.shared": "1"}),
+    ("quarter of a T4", QUARTER, T4, "kai", {}),
+]
+
+# What KAI carries on the pod instead of resources, for the same rows.
+KAI_ANNOTATIONS = {
+    "quarter": {"gpu-fraction": "0.25"},
+    "4Gi": {"gpu-memory": "4096"},
+    "quarter of a T4": {"gpu-fraction": "0.25"},
+}
+
+
+def with_selector(obj: dict[str, Any], selector: dict[str, str] | None) -> dict[str, Any]:
+    if selector:
+        obj["spec"]["nodeSelector"] = dict(selector)
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("limits", "selector", "backend", "expected"),
+    [row[1:] for row in RENDERED],
+    ids=[f"{row[0]}-{row[3]}" for row in RENDERED],
+)
+def test_one_intent_is_rendered_by_every_backend(
+    limits: dict[str, str], selector: dict[str, str] | None, backend: str, expected: dict[str, str]
+) -> None:
+    for location, obj in (
+        (POD, with_selector(pod(dict(limits)), selector)),
+        (DEPLOYMENT, deployment(with_selector(pod(dict(limits)), selector))),
+    ):
+        _, result = mutated(obj, location, example(backend))
+        assert limits_of(result, location) == expected
+        assert_apiserver_accepts(result, location)
+        record = record_of(result, location)
+        assert record["containers"]["infer"]["asked"] == next(f"{k}={v}" for k, v in limits.items())
+    if backend == "kai":
+        metadata = result["spec"]["template"]["metadata"]
+        row = next(r[0] for r in RENDERED if r[1] == limits and r[2] == selector)
+        assert {k: metadata["annotations"][k] for k in KAI_ANNOTATIONS[row]} == KAI_ANNOTATIONS[row]
+        assert metadata["labels"]["kai.scheduler/queue"] == "default-queue"
+        assert spec_of(result, DEPLOYMENT)["schedulerName"] == "kai-scheduler"
+
+
+def test_every_backend_has_an_example_and_a_row() -> None:
+    assert sorted(path.name for path in EXAMPLES.iterdir() if path.is_dir()) == sorted(BACKENDS)
+    assert {row[3] for row in RENDERED} == set(BACKENDS)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_backend_caps_memory_through_the_env_it_sizes(backend: str) -> None:
+    _, result = mutated(pod(dict(FOUR_GIB)), POD, example(backend))
+    env = env_of(result)
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"
+    assert env["XLA_CLIENT_MEM_FRACTION"] == "0.1"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_going_back_to_a_whole_gpu_leaves_nothing_of_the_backends_form(backend: str) -> None:
+    policy = example(backend)
+    _, shared = mutated(deployment(pod(dict(QUARTER))), DEPLOYMENT, policy)
+    edited = copy.deepcopy(shared)
+    template = edited["spec"]["template"]
+    limits = template["spec"]["containers"][0]["resources"]["limits"]
+    limits["nvidia.com/gpu"] = "1"
+    if backend == "hami":
+        # HAMi's share keeps nvidia.com/gpu: 1, so a whole GPU written over it looks the same;
+        # the memory line goes too (docs/backends/hami.md).
+        del limits["nvidia.com/gpumem"]
+    _, result = mutated(edited, DEPLOYMENT, policy)
+    assert limits_of(result, DEPLOYMENT) == {"nvidia.com/gpu": "1"}
+    metadata = result["spec"]["template"]["metadata"]
+    assert not set(metadata.get("annotations", {})) & {"gpu-fraction", "gpu-memory"}
+    assert "kai.scheduler/queue" not in metadata.get("labels", {})
+    spec = spec_of(result, DEPLOYMENT)
+    assert "schedulerName" not in spec
+    assert env_of(result, DEPLOYMENT) == {}
+    tolerated = {t["key"] for t in spec.get("tolerations", [])}
+    assert tolerated == {"nvidia.com/gpu"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_fraction_put_back_beside_the_backends_form_gives_the_same_object(backend: str) -> None:
+    # kubectl apply writes the manifest's nvidia.com/gpu: 0.25 again on every apply.
+    _, shared = mutated(deployment(pod(dict(QUARTER))), DEPLOYMENT, example(backend))
+    applied = copy.deepcopy(shared)
+    applied["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].update(QUARTER)
+    _, result = mutated(applied, DEPLOYMENT, example(backend))
+    assert result == shared
+
+
+def test_a_policy_moved_to_another_backend_rewrites_the_share_and_nothing_stays() -> None:
+    _, as_vram = mutated(deployment(pod(dict(FOUR_GIB))), DEPLOYMENT, example("extended-resource"))
+    _, as_mig = mutated(as_vram, DEPLOYMENT, example("mig"))
+    assert limits_of(as_mig, DEPLOYMENT) == {"nvidia.com/mig-1g.5gb": "1"}
+    tolerated = {t["key"] for t in spec_of(as_mig, DEPLOYMENT)["tolerations"]}
+    assert tolerated == {"nvidia.com/mig-1g.5gb"}
+    assert record_of(as_mig, DEPLOYMENT)["containers"]["infer"]["asked"] == "example.com/vram=4Gi"
+
+
+# HAMi --------------------------------------------------------------------------------------
+
+
+def rules(obj: dict[str, Any], policy: Policy, mode: Any = "mutate") -> list[str]:
+    return [violation.rule for violation in evaluate_pod(obj, POD, policy, mode).violations]
+
+
+def test_hami_a_pod_in_hamis_dialect_is_checked_and_not_rewritten() -> None:
+    written = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}
+    _, result = mutated(pod(dict(written)), POD, example("hami"))
+    assert limits_of(result) == written
+    assert env_of(result)["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=3000M"
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        {"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "50", "nvidia.com/gpucores": "30"},
+        {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "8000"},
+        {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "40"},
+    ],
+    ids=["percent over two cards", "memory over two cards", "percent of one card"],
+)
+def test_hami_shares_it_does_not_size_pass_as_written(written: dict[str, str]) -> None:
+    obj = pod(dict(written))
+    outcome = evaluate_pod(obj, POD, example("hami"), "mutate")
+    assert outcome.violations == ()
+    assert all("/resources/" not in op["path"] for op in outcome.operations)
+
+
+@pytest.mark.parametrize(
+    ("written", "rule", "hint"),
+    [
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "99.1"}, "whole-percent", "99"),
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "101"}, "whole-percent", "100"),
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4.5"}, "whole-number", "whole number"),
+    ],
+    ids=["percent rounded", "cores above 100", "memory not whole"],
+)
+def test_hami_values_its_webhook_would_round_or_drop_are_denied(
+    written: dict[str, str], rule: str, hint: str
+) -> None:
+    outcome = evaluate_pod(pod(dict(written)), POD, example("hami"), "mutate")
+    assert [v.rule for v in outcome.violations] == [rule]
+    assert hint in outcome.violations[0].message
+
+
+def test_hami_memory_written_as_bytes_is_rewritten_into_mib() -> None:
+    # HAMi reads 4Gi as 4294967296 MiB and drops it; the webhook writes 4096.
+    written = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4Gi"}
+    _, result = mutated(pod(dict(written)), POD, example("hami"))
+    assert limits_of(result) == {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096"}
+
+
+def test_hami_resources_written_as_annotations_are_denied() -> None:
+    obj = pod({"nvidia.com/gpu": "1"}, annotations={"nvidia.com/gpumem": "4096"})
+    assert rules(obj, example("hami")) == ["hami-annotation"]
+
+
+def test_hami_and_kai_refuse_a_pod_bound_to_another_scheduler() -> None:
+    for backend in ("hami", "kai"):
+        obj = pod(dict(QUARTER))
+        obj["spec"]["schedulerName"] = "volcano"
+        assert rules(obj, example(backend)) == ["scheduler-conflict"]
+        assert rules(obj, example(backend), "validate") == ["scheduler-conflict"]
+        obj["spec"]["schedulerName"] = "default-scheduler"
+        assert rules(obj, example(backend)) == []
+
+
+def test_hami_percentage_mode_rounds_the_share_down_to_a_whole_percent() -> None:
+    from dataclasses import replace
+
+    policy = example("hami")
+    assert policy.sharing is not None
+    hami = replace(policy.sharing.hami, memory="Percentage", cores=True)
+    in_percent = replace(policy, sharing=replace(policy.sharing, hami=hami))
+    _, result = mutated(pod({"nvidia.com/gpu": "0.251"}), POD, in_percent)
+    assert limits_of(result) == {
+        "nvidia.com/gpu": "1",
+        "nvidia.com/gpumem-percentage": "25",
+        "nvidia.com/gpucores": "25",
+    }
+
+
+# KAI ---------------------------------------------------------------------------------------
+
+
+def two_containers(first: dict[str, str], second: dict[str, str]) -> dict[str, Any]:
+    obj = pod(dict(first))
+    obj["spec"]["containers"].append(
+        {"name": "sidecar", "image": "cuda:12", "resources": {"limits": dict(second)}}
+    )
+    return obj
+
+
+def test_kai_names_the_container_when_the_share_is_not_the_first_ones() -> None:
+    obj = two_containers({}, QUARTER)
+    _, result = mutated(obj, POD, example("kai"))
+    assert annotations_of(result)["gpu-fraction-container-name"] == "sidecar"
+    assert annotations_of(result)["gpu-fraction"] == "0.25"
+
+
+@pytest.mark.parametrize("backend", ["kai", "gpushare"])
+def test_backends_that_give_one_container_a_share_deny_two(backend: str) -> None:
+    assert rules(two_containers(QUARTER, QUARTER), example(backend)) == ["one-share-per-pod"]
+
+
+def test_kai_keeps_the_queue_a_pod_names() -> None:
+    obj = pod(dict(QUARTER))
+    obj["metadata"]["labels"] = {"kai.scheduler/queue": "team-a"}
+    _, result = mutated(obj, POD, example("kai"))
+    assert result["metadata"]["labels"] == {"kai.scheduler/queue": "team-a"}
+    assert "labels" not in record_of(result, POD)
+
+
+def test_kai_validate_refuses_a_share_the_mutating_webhook_never_saw() -> None:
+    assert rules(pod(dict(QUARTER)), example("kai"), "validate") == ["not-rewritten"]
+    obj = pod(annotations={"gpu-fraction": "0.5"})
+    assert rules(obj, example("kai"), "validate") == ["not-rewritten"]
+
+
+# MIG ---------------------------------------------------------------------------------------
+
+A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+
+
+@pytest.mark.parametrize(
+    ("vram", "selector", "profile"),
+    [
+        ("4864Mi", A100, "1g.5gb"),
+        ("4865Mi", A100, "1g.10gb"),
+        ("9984Mi", A100, "1g.10gb"),
+        ("19Gi", A100, "3g.20gb"),
+        ("20Gi", A100, "7g.40gb"),
+        ("10Gi", H100, "1g.20gb"),
+        ("40Gi", H100, "7g.80gb"),
+    ],
+)
+def test_mig_gives_the_smallest_profile_whose_instances_hold_the_share(
+    vram: str, selector: dict[str, str], profile: str
+) -> None:
+    obj = with_selector(pod({"example.com/vram": vram}), selector)
+    _, result = mutated(obj, POD, example("mig"))
+    assert limits_of(result) == {f"nvidia.com/mig-{profile}": "1"}
+
+
+def test_mig_denies_a_share_no_profile_holds_and_lists_them() -> None:
+    obj = with_selector(pod({"example.com/vram": "40193Mi"}), A100)
+    outcome = evaluate_pod(obj, POD, example("mig"), "mutate")
+    assert [v.rule for v in outcome.violations] == ["no-mig-profile"]
+    assert "7g.40gb (40192 MiB)" in outcome.violations[0].message
+    on_a_t4 = with_selector(pod(dict(QUARTER)), T4)
+    assert rules(on_a_t4, example("mig")) == ["no-mig-profile"]
+
+
+def test_mig_a_pod_asking_for_a_mig_device_is_a_whole_gpu_pod() -> None:
+    written = {"nvidia.com/mig-1g.5gb": "1"}
+    _, result = mutated(pod(dict(written)), POD, example("mig"))
+    assert limits_of(result) == written
+    assert "annotations" not in result["metadata"]
+
+
+# Headroom ----------------------------------------------------------------------------------
+
+
+def test_reserved_memory_is_left_out_of_every_share() -> None:
+    from dataclasses import replace
+
+    policy = example("extended-resource")
+    assert policy.sharing is not None
+    t4 = replace(policy.sharing.models["Tesla-T4"], reserved_mib=448)
+    models = {**policy.sharing.models, "Tesla-T4": t4}
+    with_headroom = replace(policy, sharing=replace(policy.sharing, models=models))
+    _, result = mutated(with_selector(pod(dict(QUARTER)), T4), POD, with_headroom)
+    assert limits_of(result) == {"example.com/vram": str((15360 - 448) // 4)}
+    too_much = with_selector(pod({"example.com/vram": "15000Mi"}), T4)
+    assert rules(too_much, with_headroom) == ["share-too-large"]
+
+
+def test_the_record_says_what_was_asked_what_it_became_and_the_policy() -> None:
+    _, result = mutated(pod(dict(QUARTER)), POD, example("mig"))
+    annotations = annotations_of(result)
+    assert annotations["gpu-admission.example.com/policy"] == "mig"
+    entry = json.loads(annotations["gpu-admission.example.com/shares"])["containers"]["infer"]
+    assert entry["asked"] == "nvidia.com/gpu=0.25"
+    assert entry["given"] == {"nvidia.com/mig-3g.20gb": "1"}
