@@ -100,6 +100,16 @@ def test_cookbook_suites_pass() -> None:
     assert summary(run)[0] >= 13
 
 
+def test_backend_example_suites_pass() -> None:
+    run = webhook_process("test", "examples/policies")
+    assert run.code == 0, run.out + run.err
+    lines = run.out.splitlines()
+    for backend in ("extended-resource", "gpushare", "hami", "time-slicing", "mig", "kai"):
+        assert f"PASS {backend}/quarter-gpu" in lines, (backend, lines)
+        assert f"PASS {backend}/quarter-gpu/validate" in lines, (backend, lines)
+    assert summary(run)[0] >= 50
+
+
 def test_example_suites_pass() -> None:
     run = webhook_process("test", "examples/policy-tests")
     assert run.code == 0, run.out + run.err
