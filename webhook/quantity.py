@@ -91,3 +91,12 @@ def format_decimal(amount: Fraction, places: int) -> str:
     if part == 0:
         return str(whole)
     return f"{whole}.{part:0{places}d}".rstrip("0")
+
+
+def same_amount(written: object, amount: str | int) -> bool:
+    """Whether `written` (a quantity as a manifest may hold it: 4096, "4096", "4Ki") is the
+    amount `amount`; False for anything that is no quantity."""
+    try:
+        return isinstance(written, str | int) and parse_quantity(written) == parse_quantity(amount)
+    except QuantityError:
+        return False

@@ -28,11 +28,9 @@ class EnvChange:
     index: int = -1
     enforce: bool = False
     found: Mapping[str, Any] | None = None
-
-    @property
-    def managed(self) -> bool:
-        """Whether the webhook manages the variable after this change."""
-        return self.action in ("add", "set", "keep")
+    # Whether the webhook manages the variable (or, with `merge_key`, its entry in it) after.
+    owned: bool = True
+    merge_key: str | None = None
 
 
 def plan_env(
@@ -54,7 +52,12 @@ def plan_env(
             if template.enforce:
                 violations.append(_env_replaced(share, template, replaced_by, policy_name))
             elif existing is not None and template.name in managed:
-                changes.append(EnvChange("remove", template.name, index=existing[0]))
+                changes.append(without_ours(template.name, template.merge_key, *existing))
+            continue
+        if template.merge_key is not None:
+            change, violation = _merged(share, template, value, existing, managed, policy_name)
+            changes.extend(change)
+            violations.extend(violation)
             continue
         if existing is None:
             changes.append(EnvChange("add", template.name, value, enforce=template.enforce))
@@ -67,6 +70,64 @@ def plan_env(
         elif not right and template.enforce:
             violations.append(_env_wrong(share, template, item, value, policy_name))
     return changes, violations
+
+
+def _merged(
+    share: SizedShare,
+    template: EnvTemplate,
+    value: str,
+    existing: tuple[int, Mapping[str, Any]] | None,
+    managed: Collection[str],
+    policy_name: str,
+) -> tuple[list[EnvChange], list[Violation]]:
+    """The template's `key:value` entry in a comma-separated list: added where the list lacks
+    the key, updated where the webhook wrote it, and a value the user gave it kept (denied when
+    enforced). The list's other entries are never touched."""
+    key = template.merge_key
+    name, enforce = template.name, template.enforce
+    if existing is None:
+        return [EnvChange("add", name, value, enforce=enforce, merge_key=key)], []
+    index, item = existing
+    text = item.get("value") or ""
+    if "valueFrom" in item or not isinstance(text, str):
+        wrong = [_env_wrong(share, template, item, value, policy_name)] if enforce else []
+        return [], wrong
+    entries = split_entries(text)
+    ours = next((i for i, entry in enumerate(entries) if entry_key(entry) == key), None)
+    if ours is not None and entries[ours] == value:
+        owned = name in managed
+        return [EnvChange("keep", name, text, index, enforce, item, owned, key)], []
+    if ours is None or name in managed:
+        if ours is None:
+            entries.append(value)
+        else:
+            entries[ours] = value
+        return [EnvChange("set", name, ",".join(entries), index, enforce, item, True, key)], []
+    return [], [_env_wrong(share, template, item, value, policy_name)] if enforce else []
+
+
+def split_entries(text: str) -> list[str]:
+    return [entry for entry in text.split(",") if entry.strip()]
+
+
+def entry_key(entry: str) -> str:
+    return entry.split(":", 1)[0].strip()
+
+
+def without_entry(text: str, key: str) -> str:
+    """A `key:value,...` list without the entry of `key`."""
+    return ",".join(entry for entry in split_entries(text) if entry_key(entry) != key)
+
+
+def without_ours(
+    name: str, merge_key: str | None, index: int, item: Mapping[str, Any]
+) -> EnvChange:
+    """Take away what the webhook set: the variable, or only its entry in a list."""
+    if merge_key is not None and isinstance(item.get("value"), str):
+        rest = without_entry(item["value"], merge_key)
+        if rest:
+            return EnvChange("set", name, rest, index, owned=False)
+    return EnvChange("remove", name, index=index, owned=False)
 
 
 def stored_env_violations(

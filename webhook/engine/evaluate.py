@@ -22,7 +22,7 @@ from webhook.engine.pod_spec import PodView
 from webhook.engine.render import render_plan
 from webhook.engine.workloads import PodTemplateLocation
 from webhook.policy.model import Policy
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.quantity import same_amount
 from webhook.warning_text import one_line_warning
 
 Mode = Literal["mutate", "validate"]
@@ -108,19 +108,12 @@ def _written_as_planned(share: PlannedShare) -> bool:
     container = share.container
     wanted = share.rendering.resources
     for name, amount in wanted.items():
-        if not _same_amount(container.limits.get(name), amount):
+        if not same_amount(container.limits.get(name), amount):
             return False
-        if name in container.requests and not _same_amount(container.requests[name], amount):
+        if name in container.requests and not same_amount(container.requests[name], amount):
             return False
     intent = share.sized.intent
     return intent.source == "annotation" or intent.resource in wanted
-
-
-def _same_amount(written: object, amount: str) -> bool:
-    try:
-        return isinstance(written, str | int) and parse_quantity(written) == parse_quantity(amount)
-    except QuantityError:
-        return False
 
 
 def _not_rewritten(share: PlannedShare) -> Violation:

@@ -20,7 +20,7 @@ from webhook.policy.defaults import (
     SHARE_ANNOTATIONS,
 )
 from webhook.policy.model import FractionHandling, Policy
-from webhook.quantity import QuantityError, is_binary_suffix, parse_quantity, suffix_of
+from webhook.quantity import QuantityError, is_binary_suffix, parse_quantity, same_amount, suffix_of
 
 _ABSENT = object()
 _AMOUNT_FIELDS = ("limits", "requests")
@@ -119,7 +119,7 @@ def _recorded_share(
     for resource, amount in given.items():
         limit = container.limits.get(resource, _ABSENT)
         request = container.requests.get(resource, limit)
-        if not (_same_quantity(limit, amount) and _same_quantity(request, amount)):
+        if not (same_amount(limit, amount) and same_amount(request, amount)):
             return frozenset()
     in_requests = any(resource in container.requests for resource in given)
     # Named by the resource that holds its memory where the backend wrote one.
@@ -137,13 +137,6 @@ def _recorded_share(
         )
     )
     return frozenset(given)
-
-
-def _same_quantity(written: object, amount: str) -> bool:
-    try:
-        return isinstance(written, str | int) and parse_quantity(written) == parse_quantity(amount)
-    except QuantityError:
-        return False
 
 
 def _gpu_resources_of(container: Container, policy: Policy) -> list[str]:

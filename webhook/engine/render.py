@@ -10,11 +10,12 @@ holds it as written. What the user wrote stays.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.engine.backends.rendering import DEFAULT_SCHEDULER, Rendering
+from webhook.engine.env_plan import EnvChange, without_ours
 from webhook.engine.findings import ShareIntent
 from webhook.engine.gpu_model import owns_pin
 from webhook.engine.patch import PatchRecorder
@@ -28,11 +29,16 @@ from webhook.engine.placement import (
     wanted_tolerations,
 )
 from webhook.engine.plan import PlannedShare, PodPlan, owns_runtime_class
-from webhook.engine.pod_spec import MAX_ANNOTATION_BYTES, MalformedObject, annotation_bytes
+from webhook.engine.pod_spec import (
+    MAX_ANNOTATION_BYTES,
+    Container,
+    MalformedObject,
+    annotation_bytes,
+)
 from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.policy.defaults import POLICY_ANNOTATION, SHARES_ANNOTATION
 from webhook.policy.model import Placement, Toleration
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.quantity import same_amount
 
 
 @dataclass
@@ -94,7 +100,8 @@ class _Writer:
         sharing = self.plan.sharing
         for container in self.pod.containers:
             recorded = self.record.containers.get(container.name)
-            self._remove_env(container, set(recorded.env) if recorded else set())
+            if recorded is not None:
+                self._remove_env(container, recorded)
         spec = self.pod.location.spec
         if owns_pin(self.pod, sharing, self.record):
             self.recorder.remove((*spec, "nodeSelector", sharing.model_label))
@@ -120,14 +127,14 @@ class _Writer:
             given.update(self.record.given_of(name, vram))
         return [resource_toleration(resource) for resource in sorted(given - set(keep))]
 
-    def _remove_env(self, container: Any, managed: Collection[str]) -> None:
-        removed = [
-            index
+    def _remove_env(self, container: Container, recorded: ContainerShare) -> None:
+        """Take away the variables the webhook set (only its entry, in a merged list)."""
+        changes = [
+            without_ours(name, recorded.merged.get(name), index, item)
             for index, item in enumerate(container.env())
-            if isinstance(item, Mapping) and item.get("name") in managed
+            if isinstance(item, Mapping) and (name := item.get("name")) in recorded.env
         ]
-        for index in reversed(removed):
-            self.recorder.remove((*container.path, "env", index))
+        self._write_env(container, changes)
 
     # Shares --------------------------------------------------------------------------
 
@@ -138,12 +145,12 @@ class _Writer:
         entries: dict[str, ContainerShare] = {}
         for share in plan.shares:
             self._resize(share)
-            env = self._give_env(share)
+            env, merged = self._give_env(share)
             given = dict(share.rendering.resources)
             if given == {sharing.vram_resource: str(share.sized.units)}:
                 given = {}  # as records before backends wrote it
             entries[share.container.name] = ContainerShare(
-                share.asked, str(share.sized.units), env, given
+                share.asked, str(share.sized.units), env, given, merged
             )
         self._pin_model()
         tolerations, selector = self._place_share()
@@ -179,8 +186,8 @@ class _Writer:
         )
         changed = False
         for name, amount in wanted.items():
-            if _same(container.limits.get(name), amount) and (
-                not with_requests or _same(container.requests.get(name), amount)
+            if same_amount(container.limits.get(name), amount) and (
+                not with_requests or same_amount(container.requests.get(name), amount)
             ):
                 continue
             changed = True
@@ -339,11 +346,18 @@ class _Writer:
 
     # Env -----------------------------------------------------------------------------
 
-    def _give_env(self, share: PlannedShare) -> tuple[str, ...]:
-        """Write the planned env changes; the names the webhook manages are returned."""
-        env_path = (*share.container.path, "env")
+    def _give_env(self, share: PlannedShare) -> tuple[tuple[str, ...], dict[str, str]]:
+        """Write the planned env changes; the names the webhook manages are returned, and the
+        keys it owns in merged lists."""
+        self._write_env(share.container, share.env)
+        owned = [change for change in share.env if change.owned]
+        merged = {c.name: c.merge_key for c in owned if c.merge_key is not None}
+        return tuple(sorted(change.name for change in owned)), merged
+
+    def _write_env(self, container: Container, changes: Iterable[EnvChange]) -> None:
+        env_path = (*container.path, "env")
         removed: list[int] = []
-        for change in share.env:
+        for change in changes:
             if change.action == "add":
                 self.recorder.append(env_path, {"name": change.name, "value": change.value})
             elif change.action == "set":
@@ -353,15 +367,6 @@ class _Writer:
                 removed.append(change.index)
         for index in sorted(removed, reverse=True):
             self.recorder.remove((*env_path, index))
-        return tuple(sorted(change.name for change in share.env if change.managed))
-
-
-def _same(written: object, amount: str) -> bool:
-    """Whether the pod already holds this amount, however it is written (4096, "4096", "4Ki")."""
-    try:
-        return isinstance(written, str | int) and parse_quantity(written) == parse_quantity(amount)
-    except QuantityError:
-        return False
 
 
 def _describe_pod_fields(rendering: Rendering | None) -> str:

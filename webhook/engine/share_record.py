@@ -36,6 +36,8 @@ class ContainerShare:
     vram: str
     env: tuple[str, ...] = ()
     given: Mapping[str, str] = field(default_factory=dict)
+    # Variables of `env` where the webhook owns one entry of a `key:value` list: the key.
+    merged: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class ShareRecord:
                         vram=str(entry["vram"]),
                         env=tuple(str(name) for name in entry.get("env", ())),
                         given=_string_map(entry.get("given", {})),
+                        merged=_string_map(entry.get("merged", {})),
                     )
                     for name, entry in data["containers"].items()
                 },
@@ -124,6 +127,8 @@ def _container_entry(share: ContainerShare) -> dict[str, Any]:
     entry: dict[str, Any] = {"asked": share.asked, "vram": share.vram, "env": list(share.env)}
     if share.given:
         entry["given"] = dict(share.given)
+    if share.merged:
+        entry["merged"] = dict(sorted(share.merged.items()))
     return entry
 
 

@@ -17,7 +17,7 @@ from jsonpointer import JsonPointer
 
 from webhook.nodes.gpu_labels import Cards, NoCards, Unreadable, read_gpus
 from webhook.policy.model import MultiGpuNodes, Policy, Sharing
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.quantity import same_amount
 
 STATUS_MAPS = ("capacity", "allocatable")
 
@@ -178,7 +178,7 @@ def needed_changes(node: NodeView, plan: NodePlan) -> dict[str, Advertise | With
     for resource, resource_plan in sorted(plan.resources.items()):
         held = [node.status_map(key) or {} for key in STATUS_MAPS]
         if isinstance(resource_plan, Advertise):
-            if not all(_same_amount(found.get(resource), resource_plan.amount) for found in held):
+            if not all(same_amount(found.get(resource), resource_plan.amount) for found in held):
                 changes[resource] = resource_plan
         elif isinstance(resource_plan, Withdraw) and any(resource in found for found in held):
             changes[resource] = resource_plan
@@ -206,7 +206,7 @@ def status_patch(
                     operations.append({"op": "remove", "path": pointer})
             elif current is None:
                 whole_map[resource] = str(change.amount)
-            elif not _same_amount(current.get(resource), change.amount):
+            elif not same_amount(current.get(resource), change.amount):
                 operations.append({"op": "add", "path": pointer, "value": str(change.amount)})
         if whole_map:
             pointer = JsonPointer.from_parts(["status", key]).path
@@ -222,12 +222,3 @@ def describe(changes: Mapping[str, Advertise | Withdraw]) -> str:
         else f"{resource} removed ({change.reason})"
         for resource, change in changes.items()
     )
-
-
-def _same_amount(held: object, amount: int) -> bool:
-    if held is None:
-        return False
-    try:
-        return parse_quantity(held) == amount
-    except QuantityError:
-        return False

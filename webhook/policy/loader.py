@@ -436,8 +436,20 @@ class _PolicyBuilder:
                         (*path, "unlessSet", position),
                         f"{other!r} must be the name of another environment variable",
                     )
+            merge_key = None
+            if "mergeInto" in entry:
+                key, colon, rest = entry["value"].partition(":")
+                if not colon or not key or "," in entry["value"] or ":" in rest:
+                    self.report(
+                        (*path, "value"),
+                        "with mergeInto: KeyValueList the value is one key:value entry, "
+                        'such as "per_process_memory_fraction:{fraction}"',
+                    )
+                merge_key = key
             templates.append(
-                EnvTemplate(name, entry["value"], entry.get("enforce", False), unless_set)
+                EnvTemplate(
+                    name, entry["value"], entry.get("enforce", False), unless_set, merge_key
+                )
             )
         return tuple(templates)
 

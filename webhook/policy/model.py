@@ -77,12 +77,16 @@ class GpuModel:
 @dataclass(frozen=True)
 class EnvTemplate:
     """A variable given to each container with a share. `unless_set` names variables that
-    take its place when the container sets them."""
+    take its place when the container sets them; `merge_key`, the key of the one entry the
+    webhook owns in a `key:value,...` list."""
 
     name: str
     value: str
     enforce: bool = False
     unless_set: tuple[str, ...] = ()
+    # A `key:value` entry merged into a comma-separated list (PYTORCH_CUDA_ALLOC_CONF) rather
+    # than the variable's whole value.
+    merge_key: str | None = None
 
 
 @dataclass(frozen=True)
