@@ -87,7 +87,7 @@ def _unnamed(sharing: Sharing, policy_name: str, record: ShareRecord) -> ModelCh
 
 
 def _known(sharing: Sharing) -> str:
-    return "known: " + ", ".join(sharing.models)
+    return "known: " + ", ".join(dict.fromkeys(model.product for model in sharing.models.values()))
 
 
 def _named_models(pod: PodView, sharing: Sharing, *, ignore_selector: bool) -> set[str] | None:

@@ -19,6 +19,14 @@ from webhook.k8s_names import (
     is_namespace_pattern,
     qualified_name_problem,
 )
+from webhook.policy.catalogue import (
+    Catalogue,
+    built_in_catalogue,
+    catalogue_models,
+    is_catalogue,
+    model_from_entry,
+    models_by_label,
+)
 from webhook.policy.defaults import (
     BUILT_IN_POLICY_NAME,
     DEFAULT_GOVERNED_RESOURCES,
@@ -34,7 +42,6 @@ from webhook.policy.model import (
     GpuModel,
     HamiSettings,
     KaiSettings,
-    MigProfile,
     MultiGpuNodes,
     NodePool,
     Placement,
@@ -63,16 +70,29 @@ def policy_files(directory: Path) -> list[Path]:
 
 
 def load_policy_directory(directory: Path) -> tuple[Policy, ...]:
-    """Every policy in `directory`, or PolicyLoadError with every problem found."""
+    """Every policy in `directory`, with the directory's GPU model catalogue over the built-in
+    one, or PolicyLoadError with every problem found."""
     if not directory.is_dir():
         raise PolicyLoadError(
             [PolicyProblem(str(directory), None, "(directory)", "not a directory")]
         )
     problems: list[PolicyProblem] = []
-    policies: list[Policy] = []
+    documents: list[SourceDocument] = []
     for path in policy_files(directory):
         try:
-            policies.extend(load_policy_file(path))
+            documents.extend(_read_file(path))
+        except PolicyLoadError as error:
+            problems.extend(error.problems)
+    catalogue, found = catalogue_models(
+        [document for document in documents if is_catalogue(document)], built_in_catalogue()
+    )
+    problems.extend(found)
+    policies: list[Policy] = []
+    for document in documents:
+        if is_catalogue(document):
+            continue
+        try:
+            policies.append(policy_from_document(document, catalogue))
         except PolicyLoadError as error:
             problems.extend(error.problems)
     if not policies and not problems:
@@ -87,32 +107,23 @@ def load_policy_directory(directory: Path) -> tuple[Policy, ...]:
     return tuple(policies)
 
 
-def load_policy_file(path: Path) -> list[Policy]:
+def _read_file(path: Path) -> list[SourceDocument]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise PolicyLoadError([PolicyProblem(str(path), None, "(file)", str(error))]) from None
     try:
-        documents = read_documents(text, str(path))
+        return read_documents(text, str(path))
     except DocumentError as error:
         raise PolicyLoadError([error.problem]) from None
-    policies: list[Policy] = []
-    problems: list[PolicyProblem] = []
-    for document in documents:
-        try:
-            policies.append(policy_from_document(document))
-        except PolicyLoadError as error:
-            problems.extend(error.problems)
-    if problems:
-        raise PolicyLoadError(problems)
-    return policies
 
 
-def policy_from_document(document: SourceDocument) -> Policy:
+def policy_from_document(document: SourceDocument, catalogue: Catalogue | None = None) -> Policy:
+    """`catalogue`: the models a policy may name; the built-in catalogue where not given."""
     problems = schema_problems(document, schema_validator(SCHEMA_FILE))
     if problems:
         raise PolicyLoadError(problems)
-    builder = _PolicyBuilder(document)
+    builder = _PolicyBuilder(document, catalogue or built_in_catalogue())
     policy = builder.build()
     if builder.problems:
         raise PolicyLoadError(builder.problems)
@@ -136,8 +147,9 @@ def _duplicate_names(policies: list[Policy]) -> Iterator[PolicyProblem]:
 class _PolicyBuilder:
     """Turns a schema-valid document into a Policy, collecting the semantic problems."""
 
-    def __init__(self, document: SourceDocument) -> None:
+    def __init__(self, document: SourceDocument, catalogue: Catalogue) -> None:
         self.document = document
+        self.catalogue = catalogue
         self.problems: list[PolicyProblem] = []
 
     def report(self, path: FieldPath, message: str) -> None:
@@ -270,7 +282,7 @@ class _PolicyBuilder:
         problem = qualified_name_problem(model_label)
         if problem:
             self.report((*base, "modelLabel"), problem)
-        models = self._models(block["models"], base)
+        models = self._models(block, base)
         if backend is Backend.MIG:
             self._check_mig(models, resources, base)
         default_model = block.get("defaultModel")
@@ -391,29 +403,29 @@ class _PolicyBuilder:
             )
         return NodePool(selector, MultiGpuNodes(block.get("multiGPU", "Skip")))
 
-    def _models(self, entries: list[Mapping[str, Any]], base: FieldPath) -> dict[str, GpuModel]:
-        models: dict[str, GpuModel] = {}
+    def _models(self, block: Mapping[str, Any], base: FieldPath) -> dict[str, GpuModel]:
+        """The models of the pool, by product and alias: named from the catalogue or written
+        whole; all of the catalogue's where the policy names none."""
+        entries = block.get("models")
+        if entries is None:
+            return dict(self.catalogue)
+        chosen: dict[str, GpuModel] = {}
         for index, entry in enumerate(entries):
-            path = (*base, "models", index, "product")
-            product: str = entry["product"]
-            if not is_label_value(product):
-                self.report(path, f"{product!r} is not a valid label value")
-            if product in models:
-                self.report(path, f"{product!r} is listed twice")
-            memory = entry["memoryMiB"]
-            if not isinstance(memory, int):
-                self.report((*base, "models", index, "memoryMiB"), "must be a whole number of MiB")
-                memory = int(memory)
-            reserved = entry.get("reservedMiB", 0)
-            if reserved >= memory:
-                self.report((*base, "models", index, "reservedMiB"), "must be less than memoryMiB")
-                reserved = 0
-            profiles = tuple(
-                MigProfile(profile["name"], profile["memoryMiB"])
-                for profile in entry.get("migProfiles", ())
-            )
-            models[product] = GpuModel(product, memory, reserved, profiles)
-        return models
+            path: FieldPath = (*base, "models", index)
+            if isinstance(entry, str):
+                found = self.catalogue.get(entry)
+                if found is None:
+                    known = ", ".join(dict.fromkeys(m.product for m in self.catalogue.values()))
+                    self.report(path, f"{entry!r} is not in the GPU model catalogue ({known})")
+                    continue
+                model = found
+            else:
+                model = model_from_entry(entry, path, self.report)
+                path = (*path, "product")
+            if model.product in chosen:
+                self.report(path, f"{model.product!r} is listed twice")
+            chosen[model.product] = model
+        return models_by_label(chosen.values())
 
     def _env(self, entries: list[Mapping[str, Any]], base: FieldPath) -> tuple[EnvTemplate, ...]:
         templates: list[EnvTemplate] = []

@@ -68,6 +68,8 @@ class GpuModel:
     memory_mib: int
     reserved_mib: int = 0
     mig_profiles: tuple[MigProfile, ...] = ()
+    # Other values of the model label that name this card (`Tesla-T4-SHARED`).
+    aliases: tuple[str, ...] = ()
 
     @property
     def usable_mib(self) -> int:

@@ -4,7 +4,7 @@ policies and for the test formats alike."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ def schema_problems(
     problems: list[PolicyProblem] = []
     reported: set[FieldPath] = set()
     content: Any = document.content
-    for error in validator.iter_errors(content):
+    for error in _branch_errors(validator.iter_errors(content)):
         path: FieldPath = tuple(error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             schema = error.schema if isinstance(error.schema, Mapping) else {}
@@ -54,6 +54,30 @@ def schema_problems(
         else:
             problems.append(document.problem(path, _message(error)))
     return sorted(problems, key=lambda problem: problem.line or 0)
+
+
+def _branch_errors(
+    errors: Iterable[jsonschema.ValidationError],
+) -> Iterator[jsonschema.ValidationError]:
+    """Errors as they are, except that where a value matches none of a `oneOf`'s forms (a
+    model named, or written whole), the errors of the form it was meant to take stand in."""
+    for error in errors:
+        if error.validator != "oneOf" or not error.context:
+            yield error
+            continue
+        # The form of the value's own type: an object is an entry, a string a name.
+        meant = [
+            sub
+            for sub in error.context
+            if not (
+                sub.validator == "type" and list(sub.relative_schema_path)[1:-1] in ([], ["$ref"])
+            )
+        ]
+        branches = {sub.relative_schema_path[0] for sub in meant}
+        if len(branches) == 1:
+            yield from _branch_errors(meant)
+        else:
+            yield error
 
 
 def _message(error: jsonschema.ValidationError) -> str:
