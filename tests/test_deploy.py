@@ -475,11 +475,11 @@ def bound_roles(target: str, service_account: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_server_may_only_read_namespaces(target: str) -> None:
+def test_the_server_may_only_read_namespaces_and_nodes(target: str) -> None:
     assert pod_spec_of(target, "Deployment", NAME)["serviceAccountName"] == NAME
     assert bound_roles(target, NAME) == [("ClusterRole", NAME)]
     role = find(target, "ClusterRole", NAME)
-    assert rules_of(role) == [(("",), ("namespaces",), (), ("get", "list", "watch"))]
+    assert rules_of(role) == [(("",), ("namespaces", "nodes"), (), ("get", "list", "watch"))]
 
 
 def test_the_certificate_job_may_only_touch_its_secret_and_the_two_configurations() -> None:

@@ -19,6 +19,7 @@ from webhook.admission.review import (
 )
 from webhook.admission.verdict import Verdict
 from webhook.engine.evaluate import Mode
+from webhook.engine.inventory import InventorySource
 from webhook.policy.namespace_labels import NamespaceLabelSource
 from webhook.policy.policy_set import PolicySet
 
@@ -47,11 +48,12 @@ def judge(
     mode: Mode,
     namespace_labels: NamespaceLabelSource,
     fault_message: FaultMessage,
+    inventory: InventorySource | None = None,
 ) -> Admission:
     request: AdmissionRequest | None = None
     try:
         request = read_request(envelope)
-        verdict = decide(request, policies, mode, namespace_labels)
+        verdict = decide(request, policies, mode, namespace_labels, inventory)
     except MalformedRequest as error:
         verdict = Verdict.bad_object(str(error))
     except Exception as error:

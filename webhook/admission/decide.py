@@ -9,6 +9,7 @@ from webhook.admission.verdict import Verdict
 from webhook.bounded_cache import BoundedCache
 from webhook.engine.evaluate import Mode, PodOutcome
 from webhook.engine.gpu_requests import asks_for
+from webhook.engine.inventory import NO_INVENTORY, InventorySource, MigInventory
 from webhook.engine.outcome_cache import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ENTRIES,
@@ -42,7 +43,10 @@ def decide(
     policies: PolicySet,
     mode: Mode,
     namespace_labels: NamespaceLabelSource | None = None,
+    inventory: InventorySource | None = None,
 ) -> Verdict:
+    """`namespace_labels` and `inventory`: what the cluster says, where the server reads it;
+    without them, policies that need it judge as the offline tools do."""
     # Operations, subresources and kinds without a pod spec pass before any policy work.
     if request.operation not in HANDLED_OPERATIONS or request.sub_resource:
         return Verdict.allow()
@@ -69,7 +73,8 @@ def decide(
         labels = labels_in(parts.metadata, location)
         selection = policies.select(request.namespace, labels, namespace_labels or _NO_CLUSTER)
         policy = selection.policy
-        outcome = _OUTCOMES.evaluate(obj, location, parts, policy, mode)
+        nodes = _inventory_for(policy, inventory)
+        outcome = _OUTCOMES.evaluate(obj, location, parts, policy, mode, nodes)
     except MalformedObject as error:
         return Verdict.bad_object(f"{_describe(request)}: {error}")
     if not outcome.governed:
@@ -87,6 +92,15 @@ def decide(
         verdict = _allowing_verdict(outcome, policy, warnings)
         _ALLOWING_VERDICTS.put(outcome, warnings, verdict, _verdict_weight(outcome, warnings))
     return verdict
+
+
+def _inventory_for(policy: Policy, source: InventorySource | None) -> MigInventory:
+    """The nodes' snapshot for a policy whose backend reads it (MIG), else none: the outcomes
+    of other policies never depend on the nodes."""
+    sharing = policy.sharing
+    if source is None or sharing is None or not sharing.reads_nodes:
+        return NO_INVENTORY
+    return source.mig_inventory()
 
 
 def _verdict_weight(outcome: PodOutcome, warnings: tuple[str, ...]) -> int:

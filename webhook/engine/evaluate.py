@@ -16,6 +16,7 @@ from typing import Any, Literal
 from webhook.engine.env_plan import stored_env_violations
 from webhook.engine.findings import Violation
 from webhook.engine.gpu_requests import mentions_gpu
+from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.engine.patch import JsonPatch, PatchRecorder
 from webhook.engine.plan import PlannedShare, PodPlan, plan_pod
 from webhook.engine.pod_spec import PodView
@@ -48,12 +49,14 @@ def evaluate_pod(
     policy: Policy,
     mode: Mode,
     pod: PodView | None = None,
+    inventory: MigInventory = NO_INVENTORY,
 ) -> PodOutcome:
-    """`pod`: the view of `obj` when the caller has read it already."""
+    """`pod`: the view of `obj` when the caller has read it already; `inventory`: what the
+    cluster's nodes advertise, where the server reads them."""
     pod = pod or PodView.read(obj, location)
     if not mentions_gpu(pod, policy):
         return PodOutcome()
-    plan = plan_pod(pod, policy)
+    plan = plan_pod(pod, policy, inventory)
     if not isinstance(plan, PodPlan):
         return PodOutcome(violations=tuple(plan), governed=True)
     if mode == "validate":

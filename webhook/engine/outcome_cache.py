@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook.bounded_cache import BoundedCache
 from webhook.engine.evaluate import Mode, PodOutcome, evaluate_pod
+from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.engine.pod_spec import PodParts, PodView, engine_input, metadata_sent
 from webhook.engine.workloads import PodTemplateLocation
 from webhook.policy.model import Policy
@@ -26,7 +27,7 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 # What an outcome weighs besides its key and its operations: the objects that hold them.
 ENTRY_OVERHEAD_BYTES = 1024
 
-_Key = tuple[Mode, PodTemplateLocation, str, str]
+_Key = tuple[Mode, PodTemplateLocation, str, str, int]
 
 
 class OutcomeCache:
@@ -51,18 +52,22 @@ class OutcomeCache:
         parts: PodParts,
         policy: Policy,
         mode: Mode,
+        inventory: MigInventory = NO_INVENTORY,
     ) -> PodOutcome:
         """What `evaluate_pod` says of this pod (whose `pod_parts` are given), without its
-        `document`. A pod is read into a `PodView` only when it is judged."""
+        `document`. A pod is read into a `PodView` only when it is judged. `inventory`: the
+        nodes' snapshot, whose version is part of the key."""
         labels = policy.sharing.labels_read if policy.sharing else ()
         text = engine_input(location, parts, labels)
         # Absent and null metadata read alike but are patched differently: a key part of its own
         # says which, rather than a copy of the text with a prefix.
-        key = None if text is None else (mode, location, metadata_sent(obj, location), text)
+        sent = metadata_sent(obj, location)
+        key = None if text is None else (mode, location, sent, text, inventory.version)
         outcome = None if key is None else self._entries.get(policy, key)
         if outcome is None:
             pod = PodView.of_parts(location, parts)
-            outcome = replace(evaluate_pod(obj, location, policy, mode, pod), document=None)
+            judged = evaluate_pod(obj, location, policy, mode, pod, inventory)
+            outcome = replace(judged, document=None)
             if key is not None and text is not None:
                 self._entries.put(policy, key, outcome, _weight(text, outcome))
         return outcome

@@ -18,6 +18,7 @@ from webhook.engine.env_plan import EnvChange, plan_env
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.gpu_model import ModelChoice, choose_model
 from webhook.engine.gpu_requests import read_gpu_requests
+from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.engine.placement import (
     node_selector_conflicts,
     runtime_class_conflict,
@@ -86,10 +87,13 @@ class _ShareIntents:
     user_vram: dict[ContainerKey, int] = field(default_factory=dict)
 
 
-def plan_pod(pod: PodView, policy: Policy) -> PodPlan | list[Violation]:
+def plan_pod(
+    pod: PodView, policy: Policy, inventory: MigInventory = NO_INVENTORY
+) -> PodPlan | list[Violation]:
+    """`inventory`: what the cluster's nodes advertise, where the server reads them."""
     sharing = policy.sharing
     record = ShareRecord.read(pod.annotations) if sharing else ShareRecord()
-    backend = backend_for(sharing, policy.name) if sharing else None
+    backend = backend_for(sharing, policy.name, inventory) if sharing else None
     requests = read_gpu_requests(pod, policy, record, backend)
     violations = list(requests.violations)
     intents = _share_intents(requests.shares, requests.whole, record, violations)

@@ -185,6 +185,11 @@ class Sharing:
         return self.backend is Backend.EXTENDED_RESOURCE
 
     @property
+    def reads_nodes(self) -> bool:
+        """Whether the server reads the nodes for this policy: the MIG profiles they offer."""
+        return self.backend is Backend.MIG
+
+    @property
     def labels_read(self) -> tuple[str, ...]:
         """The pod labels the engine reads under this policy: those its backend gives."""
         return (KAI_QUEUE_LABEL,) if self.backend is Backend.KAI else ()

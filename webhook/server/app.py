@@ -14,6 +14,7 @@ from werkzeug.exceptions import HTTPException
 from webhook.admission.answer import judge
 from webhook.admission.decide import cached_bytes
 from webhook.admission.review import ReviewDecodeError, ReviewEnvelope, decode_envelope
+from webhook.kube.on_demand_inventory import OnDemandNodeInventory
 from webhook.kube.on_demand_labels import OnDemandLabelSource
 from webhook.policy.namespace_labels import NamespaceLabelSource
 from webhook.policy.policy_set import PolicySet
@@ -50,6 +51,8 @@ def create_app(
         on_demand = OnDemandLabelSource(settings.namespace_labels)
         observers.append(on_demand)
         labels = on_demand
+    nodes = OnDemandNodeInventory(settings.node_inventory)
+    observers.append(nodes)
     store = _policy_store(settings, policies, observers)
     metrics.start_publishing()
     app = Flask("webhook")
@@ -82,7 +85,8 @@ def create_app(
             envelope = decode_envelope(body)
         except ReviewDecodeError as error:
             return rejected(endpoint, 400, str(error))
-        admission = judge(envelope, store.current.policy_set, endpoint, labels, _log_fault)
+        served = store.current.policy_set
+        admission = judge(envelope, served, endpoint, labels, _log_fault, nodes)
         reply = Response(admission.body(), 200, content_type="application/json")
         record = AdmissionRecord.of(endpoint, admission, perf_counter() - started)
         metrics.admitted(record)

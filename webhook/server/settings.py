@@ -10,6 +10,7 @@ from pathlib import Path
 
 from webhook.kube.label_modes import MODE_VARIABLE as NAMESPACE_LABELS_VARIABLE
 from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
+from webhook.kube.label_modes import NODE_MODE_VARIABLE
 
 MAX_BODY_BYTES = 8 * 2**20
 LOG_FORMATS = ("json", "text")
@@ -45,6 +46,8 @@ class Settings:
     state_dir: Path | None = None
     # Where namespace labels come from: auto, in-cluster, kubeconfig or off.
     namespace_labels: str = "auto"
+    # Which API the nodes' MIG profiles are read from, for MIG policies (same modes).
+    node_inventory: str = "auto"
     # How long a client may stay silent within a TLS handshake or a request; 0: for ever.
     client_stall_seconds: float = 10.0
     # evented: handshakes and request reads on each worker's main thread (worker/front.py);
@@ -84,6 +87,9 @@ class Settings:
             state_dir=Path(state_dir) if state_dir else None,
             namespace_labels=_choice(
                 env, NAMESPACE_LABELS_VARIABLE, defaults.namespace_labels, NAMESPACE_LABEL_MODES
+            ),
+            node_inventory=_choice(
+                env, NODE_MODE_VARIABLE, defaults.node_inventory, NAMESPACE_LABEL_MODES
             ),
             client_stall_seconds=_seconds(
                 env, "CLIENT_STALL_SECONDS", defaults.client_stall_seconds

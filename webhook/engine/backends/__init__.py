@@ -9,6 +9,7 @@ from webhook.engine.backends.kai import KaiBackend
 from webhook.engine.backends.mig import MigBackend
 from webhook.engine.backends.rendering import ShareBackend
 from webhook.engine.backends.time_slicing import TimeSlicingBackend
+from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.policy.model import Backend, Sharing
 
 _BACKENDS: dict[Backend, type[ShareBackend]] = {
@@ -21,5 +22,7 @@ _BACKENDS: dict[Backend, type[ShareBackend]] = {
 }
 
 
-def backend_for(sharing: Sharing, policy_name: str) -> ShareBackend:
-    return _BACKENDS[sharing.backend](sharing, policy_name)
+def backend_for(
+    sharing: Sharing, policy_name: str, inventory: MigInventory = NO_INVENTORY
+) -> ShareBackend:
+    return _BACKENDS[sharing.backend](sharing, policy_name, inventory)

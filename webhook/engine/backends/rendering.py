@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from webhook.engine.findings import Violation
+from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.shares import SizedShare
 from webhook.policy.model import Sharing
@@ -73,6 +74,7 @@ class ShareBackend:
 
     sharing: Sharing
     policy_name: str
+    inventory: MigInventory = NO_INVENTORY
 
     def read_native(self, container: Container) -> NativeRead | None:
         return None

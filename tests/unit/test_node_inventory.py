@@ -1,0 +1,202 @@
+"""The MIG profiles the nodes advertise: kept from a watch of the nodes, and preferred by the
+MIG backend over the catalogue's, where it has seen some for the pod's model."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.engine_objects import mutated, pod
+from tests.support.generated_pods import POD
+from webhook.admission.decide import decide
+from webhook.admission.review import read_request
+from webhook.engine.evaluate import evaluate_pod
+from webhook.engine.inventory import MigInventory
+from webhook.engine.outcome_cache import OutcomeCache
+from webhook.engine.pod_spec import pod_parts
+from webhook.kube.node_inventory import NodeInventory, node_gpus
+from webhook.kube.on_demand_inventory import OnDemandNodeInventory
+from webhook.policy.loader import load_policy_directory
+from webhook.policy.model import Policy
+from webhook.policy.policy_set import PolicySet
+from webhook.policy.store import ReloadStatus, ServedSet
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
+A100 = "NVIDIA-A100-SXM4-40GB"
+
+
+def example(backend: str) -> Policy:
+    (policy,) = load_policy_directory(EXAMPLES / backend)
+    return policy
+
+
+def node(name: str, product: str | None, **allocatable: str) -> dict[str, Any]:
+    labels = {"nvidia.com/gpu.product": product} if product else {}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"cpu": "8", **allocatable}},
+    }
+
+
+class Offline(NodeInventory):
+    """The inventory without its informer: the tests call `listed` and `changed` themselves."""
+
+    def __init__(self, max_nodes: int = 10) -> None:
+        from kubernetes.client import ApiClient
+
+        super().__init__(ApiClient(), max_nodes=max_nodes)
+
+
+@pytest.mark.parametrize(
+    ("given", "found"),
+    [
+        (node("a", A100, **{"nvidia.com/mig-1g.5gb": "7"}), (A100, {"nvidia.com/mig-1g.5gb"})),
+        (node("a", A100, **{"nvidia.com/mig-1g.5gb": "0"}), None),
+        (node("a", A100, **{"nvidia.com/gpu": "8"}), None),
+        (node("a", None, **{"nvidia.com/mig-1g.5gb": "7"}), None),
+        ({"metadata": {"name": "a"}}, None),
+    ],
+    ids=["profiles", "none left", "whole GPUs", "no product label", "no status"],
+)
+def test_a_node_is_read_as_its_product_and_the_mig_devices_it_has(
+    given: dict[str, Any], found: tuple[str, set[str]] | None
+) -> None:
+    read = node_gpus(given)
+    assert (read if read is None else (read[0], set(read[1]))) == found
+
+
+def test_the_snapshot_is_the_union_by_product_and_changes_only_when_it_does() -> None:
+    inventory = Offline()
+    assert inventory.mig_inventory().version == 0
+    inventory.listed(
+        [
+            node("a", A100, **{"nvidia.com/mig-1g.5gb": "7"}),
+            node("b", A100, **{"nvidia.com/mig-3g.20gb": "2"}),
+            node("c", "Tesla-T4", **{"nvidia.com/gpu": "1"}),
+        ]
+    )
+    first = inventory.mig_inventory()
+    assert first.advertised(A100) == {"nvidia.com/mig-1g.5gb", "nvidia.com/mig-3g.20gb"}
+    assert first.advertised("Tesla-T4") is None
+    # A heartbeat of a node changes nothing that is kept.
+    inventory.changed("MODIFIED", node("a", A100, **{"nvidia.com/mig-1g.5gb": "7"}))
+    assert inventory.mig_inventory() is first
+    inventory.changed("DELETED", node("b", A100))
+    assert inventory.mig_inventory().advertised(A100) == {"nvidia.com/mig-1g.5gb"}
+    assert inventory.mig_inventory().version == first.version + 1
+
+
+def test_no_more_than_max_nodes_are_kept() -> None:
+    inventory = Offline(max_nodes=2)
+    nodes = [node(f"n{i}", f"P-{i}", **{"nvidia.com/mig-1g.5gb": "1"}) for i in range(5)]
+    inventory.listed(nodes)
+    assert len(inventory.mig_inventory().by_product) == 2
+    inventory.changed("ADDED", node("late", "P-late", **{"nvidia.com/mig-1g.5gb": "1"}))
+    assert inventory.mig_inventory().advertised("P-late") is None
+
+
+def inventory_of(*resources: str) -> MigInventory:
+    return MigInventory({A100: frozenset(resources)}, version=7)
+
+
+@pytest.mark.parametrize(
+    ("advertised", "profile"),
+    [
+        (("nvidia.com/mig-1g.5gb", "nvidia.com/mig-2g.10gb"), "2g.10gb"),
+        (("nvidia.com/mig-3g.20gb",), "3g.20gb"),
+        ((), "1g.10gb"),
+    ],
+    ids=["the smallest advertised", "only a larger one advertised", "nothing seen: catalogue"],
+)
+def test_mig_chooses_among_the_profiles_the_models_nodes_advertise(
+    advertised: tuple[str, ...], profile: str
+) -> None:
+    inventory = inventory_of(*advertised) if advertised else MigInventory({}, version=3)
+    obj = pod({"example.com/vram": "5Gi"})
+    outcome = evaluate_pod(obj, POD, example("mig"), "mutate", inventory=inventory)
+    limits = [op for op in outcome.operations if "/limits/" in op["path"] and op["op"] == "add"]
+    assert [op["path"].rsplit("/", 1)[1] for op in limits] == [f"nvidia.com~1mig-{profile}"]
+
+
+def test_a_share_no_advertised_profile_holds_is_denied_naming_what_would() -> None:
+    obj = pod({"example.com/vram": "5Gi"})
+    outcome = evaluate_pod(
+        obj, POD, example("mig"), "mutate", inventory=inventory_of("nvidia.com/mig-1g.5gb")
+    )
+    (violation,) = outcome.violations
+    assert violation.rule == "no-mig-profile"
+    assert "1g.5gb (4864 MiB); 1g.10gb would" in violation.message
+
+
+def test_an_outcome_is_kept_for_the_snapshot_it_was_judged_under() -> None:
+    cache = OutcomeCache()
+    obj = pod({"example.com/vram": "5Gi"})
+    parts = pod_parts(obj, POD)
+    policy = example("mig")
+    small = cache.evaluate(
+        obj, POD, parts, policy, "mutate", inventory_of("nvidia.com/mig-2g.10gb")
+    )
+    large = MigInventory({A100: frozenset({"nvidia.com/mig-3g.20gb"})}, version=8)
+    assert cache.evaluate(obj, POD, parts, policy, "mutate", large) != small
+    assert cache.evaluate(obj, POD, parts, policy, "mutate", inventory_of("x")) is small
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def mig_inventory(self) -> MigInventory:
+        self.asked += 1
+        return inventory_of("nvidia.com/mig-3g.20gb")
+
+
+def review_of(obj: dict[str, Any]) -> Any:
+    envelope = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "default",
+            "operation": "CREATE",
+            "object": obj,
+        },
+    }
+    from webhook.admission.review import decode_envelope
+
+    return read_request(decode_envelope(json.dumps(envelope).encode()))
+
+
+def test_only_policies_whose_backend_reads_nodes_ask_for_the_snapshot() -> None:
+    obj = pod({"example.com/vram": "6Gi"})
+    for backend, asked in (("extended-resource", 0), ("mig", 1)):
+        source = Counting()
+        decide(review_of(obj), PolicySet((example(backend),)), "mutate", None, source)
+        assert source.asked == asked
+
+
+def test_the_nodes_are_read_only_once_a_served_policy_is_mig() -> None:
+    connected: list[str] = []
+
+    def connect(mode: str) -> Counting:
+        connected.append(mode)
+        return Counting()
+
+    on_demand = OnDemandNodeInventory("kubeconfig", connect)
+    for backend, expected in (("extended-resource", []), ("mig", ["kubeconfig"])):
+        served = ServedSet(PolicySet((example(backend),)), None, datetime.now(UTC), "given")
+        on_demand.policies_observed(None, served, ReloadStatus())
+        assert connected == expected
+    assert on_demand.mig_inventory().advertised(A100) == {"nvidia.com/mig-3g.20gb"}
+    with pytest.raises(ValueError, match="node inventory mode 'sometimes'"):
+        OnDemandNodeInventory("sometimes")
+
+
+def test_the_example_pod_shape_is_still_mutated_alike_without_a_cluster() -> None:
+    _, result = mutated(pod({"example.com/vram": "5Gi"}), POD, example("mig"))
+    assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}

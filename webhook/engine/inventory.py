@@ -1,0 +1,37 @@
+"""What the cluster's nodes say about their GPUs, as far as the engine asks: the MIG profiles
+the nodes of each GPU model advertise.
+
+The engine stays pure: the server hands it a snapshot (`MigInventory`) made from a watch of
+the nodes, and the offline tools hand it none, so that it sizes from the catalogue alone.
+A snapshot's `version` changes whenever what it says changes, so outcomes kept for one
+snapshot are never served for another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class MigInventory:
+    """The MIG device resources (`nvidia.com/mig-1g.10gb`) that the nodes of each product
+    advertise in their allocatable. `version` 0: the nodes were not read."""
+
+    by_product: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    version: int = 0
+
+    def advertised(self, product: str) -> frozenset[str] | None:
+        """The MIG resources the nodes of `product` advertise; None when none was seen, and
+        the catalogue alone decides."""
+        return self.by_product.get(product)
+
+
+NO_INVENTORY = MigInventory()
+
+
+class InventorySource(Protocol):
+    def mig_inventory(self) -> MigInventory:
+        """The latest snapshot; never waits on the network."""

@@ -1,0 +1,168 @@
+"""The MIG profiles the cluster's nodes advertise, kept by a LIST and WATCH of the nodes.
+
+For each node only its GPU product (GPU feature discovery's `nvidia.com/gpu.product`, which
+keeps the card's name under the mixed strategy) and the `nvidia.com/mig-<profile>` resources
+its allocatable holds are kept; the engine reads a snapshot of their union by product, which
+changes (and gets a new version) only when that union does. What the informer lists comes
+from the apiserver, yet it is bounded all the same: at most `max_nodes` nodes are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from kubernetes.client import ApiClient, CoreV1Api
+
+from webhook.engine.backends.mig import MIG_RESOURCE_PREFIX
+from webhook.engine.inventory import NO_INVENTORY, InventorySource, MigInventory
+from webhook.kube.informer import Backoff, Informer, KubeObject
+from webhook.quantity import QuantityError, parse_quantity
+
+log = logging.getLogger("webhook")
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MAX_NODES = 100_000
+STOP_TIMEOUT = 2.0
+
+NodeGpus = tuple[str, frozenset[str]]
+
+
+def node_gpus(node: KubeObject) -> NodeGpus | None:
+    """A node's product and the MIG resources it has at least one of, or None for a node
+    with neither."""
+    metadata = node.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    product = labels.get(PRODUCT_LABEL) if isinstance(labels, Mapping) else None
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    if not isinstance(product, str) or not isinstance(allocatable, Mapping):
+        return None
+    offered = frozenset(
+        name
+        for name, amount in allocatable.items()
+        if isinstance(name, str) and name.startswith(MIG_RESOURCE_PREFIX) and _positive(amount)
+    )
+    return (product, offered) if offered else None
+
+
+def _positive(amount: object) -> bool:
+    try:
+        return isinstance(amount, str | int) and parse_quantity(amount) > 0
+    except QuantityError:
+        return False
+
+
+class NodeInventory:
+    """An `InventorySource` backed by an informer on the nodes of one cluster. It owns
+    `api_client` and closes it on `stop()`. Build one per process: after a fork the informer
+    thread is gone."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        max_nodes: int = MAX_NODES,
+        watch_timeout: int = 300,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self._api_client = api_client
+        self._max_nodes = max_nodes
+        self._nodes: dict[str, NodeGpus] = {}
+        self._lock = threading.Lock()
+        self._snapshot = NO_INVENTORY
+        self._warned_full = False
+        self._informer = Informer(
+            CoreV1Api(api_client).list_node,
+            self,
+            what="node MIG profiles",
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+        )
+
+    def mig_inventory(self) -> MigInventory:
+        return self._snapshot
+
+    def start(self) -> None:
+        self._informer.start()
+
+    def stop(self) -> None:
+        self._informer.stop(STOP_TIMEOUT)
+        self._api_client.close()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self._informer.wait_synced(timeout)
+
+    def listed(self, objects: list[KubeObject]) -> None:
+        fresh: dict[str, NodeGpus] = {}
+        for node in objects:
+            name = (node.get("metadata") or {}).get("name")
+            found = node_gpus(node)
+            if isinstance(name, str) and found is not None and self._room(len(fresh)):
+                fresh[name] = found
+        with self._lock:
+            self._nodes = fresh
+            self._publish()
+
+    def changed(self, event_type: str, obj: KubeObject) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if not isinstance(name, str):
+            return
+        found = None if event_type == "DELETED" else node_gpus(obj)
+        with self._lock:
+            if self._nodes.get(name) == found:
+                return  # most node events (heartbeats, conditions) change nothing here
+            if found is None:
+                self._nodes.pop(name, None)
+            elif name in self._nodes or self._room(len(self._nodes)):
+                self._nodes[name] = found
+            self._publish()
+
+    def _room(self, held: int) -> bool:
+        if held < self._max_nodes:
+            return True
+        if not self._warned_full:
+            self._warned_full = True
+            log.warning(
+                "node MIG profiles: more than %d nodes with MIG devices; the rest are not read",
+                self._max_nodes,
+            )
+        return False
+
+    def _publish(self) -> None:
+        """Called with the lock held: a new snapshot when the union by product changed."""
+        by_product: dict[str, frozenset[str]] = {}
+        for product, offered in self._nodes.values():
+            by_product[product] = by_product.get(product, frozenset()) | offered
+        current = self._snapshot
+        if by_product != current.by_product:
+            self._snapshot = MigInventory(MappingProxyType(by_product), current.version + 1)
+
+
+class NoNodes:
+    """The source where the nodes are not read: every snapshot says nothing."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def mig_inventory(self) -> MigInventory:
+        return NO_INVENTORY
+
+
+def node_inventory_source(mode: str) -> InventorySource:
+    """A started `NodeInventory` on the API `mode` selects, or `NoNodes` saying why there is
+    none; a policy's MIG shares are then chosen from the catalogue alone."""
+    # Imported here: the client configuration module loads what namespace labels need too.
+    from webhook.kube.client_config import api_client
+    from webhook.policy.namespace_labels import NoCluster
+
+    if mode == "off":
+        return NoNodes("reading nodes is off (NODE_INVENTORY=off)")
+    client = api_client(mode)
+    if isinstance(client, NoCluster):
+        log.warning("MIG profiles come from the catalogue: %s", client.reason)
+        return NoNodes(client.reason)
+    inventory = NodeInventory(client)
+    inventory.start()
+    return inventory
