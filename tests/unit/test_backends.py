@@ -17,6 +17,7 @@ from tests.support.generated_pods import DEPLOYMENT, POD
 from webhook.engine.evaluate import evaluate_pod
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.model import Policy
+from webhook.policy.problems import PolicyLoadError
 from webhook.quantity import parse_quantity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
@@ -150,7 +151,8 @@ def test_going_back_to_a_whole_gpu_leaves_nothing_of_the_backends_form(backend: 
     _, shared = mutated(deployment(pod(dict(QUARTER))), DEPLOYMENT, policy)
     edited = copy.deepcopy(shared)
     template = edited["spec"]["template"]
-    limits = template["spec"]["containers"][0]["resources"]["limits"]
+    container = template["spec"]["containers"][0]
+    limits = container.setdefault("resources", {}).setdefault("limits", {})
     limits["nvidia.com/gpu"] = "1"
     if backend == "hami":
         # HAMi's share keeps nvidia.com/gpu: 1, so a whole GPU written over it looks the same;
@@ -173,7 +175,8 @@ def test_a_fraction_put_back_beside_the_backends_form_gives_the_same_object(back
     # kubectl apply writes the manifest's nvidia.com/gpu: 0.25 again on every apply.
     _, shared = mutated(deployment(pod(dict(QUARTER))), DEPLOYMENT, example(backend))
     applied = copy.deepcopy(shared)
-    applied["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].update(QUARTER)
+    container = applied["spec"]["template"]["spec"]["containers"][0]
+    container.setdefault("resources", {}).setdefault("limits", {}).update(QUARTER)
     _, result = mutated(applied, DEPLOYMENT, example(backend))
     assert result == shared
 
@@ -220,7 +223,7 @@ def test_hami_shares_it_does_not_size_pass_as_written(written: dict[str, str]) -
 @pytest.mark.parametrize(
     ("written", "rule", "hint"),
     [
-        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "99.1"}, "whole-percent", "99"),
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "99.1"}, "whole-percent", '"99"'),
         ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "101"}, "whole-percent", "100"),
         ({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4.5"}, "whole-number", "whole number"),
     ],
@@ -246,8 +249,8 @@ def test_hami_resources_written_as_annotations_are_denied() -> None:
     assert rules(obj, example("hami")) == ["hami-annotation"]
 
 
-def test_hami_and_kai_refuse_a_pod_bound_to_another_scheduler() -> None:
-    for backend in ("hami", "kai"):
+def test_backends_with_a_scheduler_of_their_own_refuse_a_pod_bound_to_another() -> None:
+    for backend in ("hami", "kai", "gpushare"):
         obj = pod(dict(QUARTER))
         obj["spec"]["schedulerName"] = "volcano"
         assert rules(obj, example(backend)) == ["scheduler-conflict"]
@@ -269,6 +272,9 @@ def test_hami_percentage_mode_rounds_the_share_down_to_a_whole_percent() -> None
         "nvidia.com/gpumem-percentage": "25",
         "nvidia.com/gpucores": "25",
     }
+    # HAMi holds the container to 25% of the card (10240 MiB), and so does its env.
+    assert env_of(result)["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=10240M"
+    assert env_of(result)["XLA_CLIENT_MEM_FRACTION"] == "0.25"
 
 
 # KAI ---------------------------------------------------------------------------------------
@@ -300,6 +306,15 @@ def test_kai_keeps_the_queue_a_pod_names() -> None:
     _, result = mutated(obj, POD, example("kai"))
     assert result["metadata"]["labels"] == {"kai.scheduler/queue": "team-a"}
     assert "labels" not in record_of(result, POD)
+
+
+@pytest.mark.parametrize(
+    ("written", "given"), [("0.5", "0.5"), (".25", ".25"), ("500m", "0.5"), ("0.50", "0.50")]
+)
+def test_kai_gets_the_fraction_as_a_decimal_its_binder_parses(written: str, given: str) -> None:
+    for obj in (pod(annotations={"gpu-fraction": written}), pod({"nvidia.com/gpu": written})):
+        _, result = mutated(obj, POD, example("kai"))
+        assert annotations_of(result)["gpu-fraction"] == given
 
 
 def test_kai_validate_refuses_a_share_the_mutating_webhook_never_saw() -> None:
@@ -374,3 +389,14 @@ def test_the_record_says_what_was_asked_what_it_became_and_the_policy() -> None:
     entry = json.loads(annotations["gpu-admission.example.com/shares"])["containers"]["infer"]
     assert entry["asked"] == "nvidia.com/gpu=0.25"
     assert entry["given"] == {"nvidia.com/mig-3g.20gb": "1"}
+
+
+def test_a_time_slicing_replica_must_have_a_name_of_its_own(tmp_path: Path) -> None:
+    text = (EXAMPLES / "time-slicing" / "policy.yaml").read_text()
+    changed = text.replace(
+        "sharedResource: nvidia.com/gpu.shared", "sharedResource: nvidia.com/gpu"
+    )
+    assert changed != text
+    (tmp_path / "policy.yaml").write_text(changed)
+    with pytest.raises(PolicyLoadError, match="renameByDefault"):
+        load_policy_directory(tmp_path)

@@ -145,6 +145,7 @@ def _plan_shares(
     violations += backend.check(sized, pod)
     if violations:
         return violations
+    sized = [backend.granted(share) for share in sized]
     rendering = backend.render(sized, pod)
     planned: list[PlannedShare] = []
     for share in sized:

@@ -197,15 +197,37 @@ class _Writer:
         leftovers = set(self.record.given_of(container.name, sharing.vram_resource))
         if intent.source != "annotation":
             leftovers.add(intent.resource)
-        for name in sorted(leftovers - set(wanted)):
-            if name in container.limits or name in container.requests:
-                changed = True
-                if name in container.limits:
-                    self.recorder.remove((*resources, "limits", name))
-                if name in container.requests:
-                    self.recorder.remove((*resources, "requests", name))
+        gone = [
+            name
+            for name in sorted(leftovers - set(wanted))
+            if name in container.limits or name in container.requests
+        ]
+        if gone:
+            changed = True
+            self._remove_amounts(container, gone, kept=set(wanted))
         if changed:
             self._say_rewritten(share)
+
+    def _remove_amounts(self, container: Container, names: list[str], kept: set[str]) -> None:
+        """Take these resources out of limits and requests; a map left empty goes as a whole,
+        and `resources` with it when nothing else is in it (KAI's shares keep no resource)."""
+        resources = (*container.path, "resources")
+        emptied = []
+        for field_name, amounts in (("limits", container.limits), ("requests", container.requests)):
+            taken = [name for name in names if name in amounts]
+            if not taken:
+                continue
+            if not (set(amounts) - set(taken)) and not kept:
+                emptied.append(field_name)
+                continue
+            for name in taken:
+                self.recorder.remove((*resources, field_name, name))
+        raw = container.raw.get("resources")
+        if emptied and isinstance(raw, Mapping) and set(raw) <= set(emptied):
+            self.recorder.remove(resources)
+            return
+        for field_name in emptied:
+            self.recorder.remove((*resources, field_name))
 
     def _say_rewritten(self, share: PlannedShare) -> None:
         container = share.container

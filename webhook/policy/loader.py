@@ -317,7 +317,7 @@ class _PolicyBuilder:
             runtime_class_name=runtime_class_name,
             backend=backend,
             hami=hami,
-            shared_resource=block.get("sharedResource", "nvidia.com/gpu.shared"),
+            shared_resource=self._shared_resource(block, resources),
             kai=kai,
         )
 
@@ -342,6 +342,23 @@ class _PolicyBuilder:
         ):
             self.report(path, "must not be one of HAMi's count, percentage or cores resources")
         return vram_resource
+
+    def _shared_resource(
+        self, block: Mapping[str, Any], resources: tuple[GovernedResource, ...]
+    ) -> str:
+        name: str = block.get("sharedResource", "nvidia.com/gpu.shared")
+        path = ("spec", "sharing", "sharedResource")
+        problem = extended_resource_problem(name)
+        if problem:
+            self.report(path, problem)
+        elif any(resource.matches(name) for resource in resources):
+            # Without renameByDefault a replica is nvidia.com/gpu: a share would read as a card.
+            self.report(
+                path,
+                f"{name} is one of spec.gpuResources: a replica must have a name of its own "
+                "(the device plugin's renameByDefault: true gives nvidia.com/gpu.shared)",
+            )
+        return name
 
     def _hami(self, block: Mapping[str, Any], path: FieldPath) -> HamiSettings:
         names = {

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from webhook.engine.backends.rendering import (
+    DEFAULT_SCHEDULER,
     ContainerRendering,
     Rendering,
     ShareBackend,
     one_container,
+    scheduler_conflict,
 )
 from webhook.engine.findings import Violation
 from webhook.engine.pod_spec import PodView
@@ -24,7 +26,12 @@ from webhook.policy.model import GPUSHARE_RESOURCE
 
 class GpushareBackend(ShareBackend):
     def check(self, shares: Sequence[SizedShare], pod: PodView) -> list[Violation]:
-        return one_container(shares, "gpushare", "its device plugin serves one container a pod")
+        # The extender is the default scheduler's: a pod another scheduler places gets no card.
+        why = f'policy "{self.policy_name}" (gpushare\'s scheduler extender)'
+        return [
+            *one_container(shares, "gpushare", "its device plugin serves one container a pod"),
+            *scheduler_conflict(pod, DEFAULT_SCHEDULER, why),
+        ]
 
     def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:
         unit = self.sharing.unit

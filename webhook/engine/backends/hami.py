@@ -12,6 +12,7 @@ placement); a share over several cards, or as a percentage, is left as written."
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 
 from webhook.engine.backends.rendering import (
@@ -31,6 +32,15 @@ class HamiBackend(ShareBackend):
     def percent(self, share: SizedShare) -> int:
         """The share in whole percent of the card, rounded down so it never exceeds it."""
         return int(Fraction(share.mib * 100, share.model.memory_mib))
+
+    def granted(self, share: SizedShare) -> SizedShare:
+        """In whole percent, HAMi caps the container at that percent of the card: the share's
+        env says so too, so that a framework's own cap never sits above HAMi's."""
+        if self.sharing.hami.memory != "Percentage":
+            return share
+        mib = share.model.memory_mib * self.percent(share) // 100
+        units = mib // self.sharing.mib_per_unit
+        return replace(share, units=units, mib=units * self.sharing.mib_per_unit)
 
     def read_native(self, container: Container) -> NativeRead | None:
         hami = self.sharing.hami
@@ -125,13 +135,12 @@ def _whole_percent(container: Container, name: str) -> list[Violation]:
         written = amounts[name]
         amount = _amount(written)
         if amount is None or amount.denominator != 1 or not 0 <= amount <= 100:
-            hint = f"; HAMi would read {int(amount)}" if amount is not None and amount > 0 else ""
             found.append(
                 Violation(
                     "whole-percent",
                     f'{container.label}: {name} {field_name} "{written}" is not a whole percent '
-                    f"from 0 to 100{hint}: write the percent you mean, such as "
-                    f'"{max(0, min(100, int(amount or 0)))}"',
+                    "from 0 to 100, the only values HAMi gives as written: write the percent you "
+                    f'mean, such as "{max(0, min(100, int(amount or 0)))}"',
                 )
             )
             break

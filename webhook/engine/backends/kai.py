@@ -6,7 +6,9 @@ A pod carries one such annotation, so one container of a pod may have a share.""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from fractions import Fraction
 
 from webhook.engine.backends.rendering import (
     ContainerRendering,
@@ -46,10 +48,7 @@ class KaiBackend(ShareBackend):
         for share in shares:
             intent = share.intent
             if intent.fraction is not None:
-                written = intent.written if intent.source == "annotation" else None
-                annotations[FRACTION_ANNOTATION] = written or format_decimal(
-                    intent.fraction, _FRACTION_PLACES
-                )
+                annotations[FRACTION_ANNOTATION] = _kai_fraction(intent.written, intent.fraction)
             else:
                 annotations[MEMORY_ANNOTATION] = str(share.mib)
             if intent.container is not pod.first_container():
@@ -60,3 +59,15 @@ class KaiBackend(ShareBackend):
             default_labels={KAI_QUEUE_LABEL: kai.queue},
             scheduler_name=kai.scheduler_name,
         )
+
+
+# What KAI's binder parses (Go's ParseFloat): a plain decimal, which "250m" is not.
+_PLAIN_DECIMAL = re.compile(r"^0?\.[0-9]+$")
+
+
+def _kai_fraction(written: str, fraction: Fraction) -> str:
+    """The fraction as KAI reads it: the user's own text where it is a plain decimal, else
+    the decimal it stands for (`250m` is written `0.25`)."""
+    if _PLAIN_DECIMAL.match(written):
+        return written
+    return format_decimal(fraction, _FRACTION_PLACES)

@@ -85,6 +85,11 @@ class ShareBackend:
     def check(self, shares: Sequence[SizedShare], pod: PodView) -> list[Violation]:
         return []
 
+    def granted(self, share: SizedShare) -> SizedShare:
+        """The share as the backend will enforce it, where that differs from what was sized
+        (HAMi's whole percent): what the container's env is told."""
+        return share
+
     def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:
         raise NotImplementedError
 
