@@ -9,9 +9,9 @@ import pytest
 
 from tests.support.engine_objects import mutated, pod
 from tests.support.generated_pods import POD
+from tests.support.policy_files import load_problems
 from webhook.policy.catalogue import built_in_catalogue
 from webhook.policy.loader import load_policy_directory
-from webhook.policy.problems import PolicyLoadError
 
 POLICY = """apiVersion: gpu-admission.example.com/v1alpha1
 kind: GPUPolicy
@@ -45,12 +45,6 @@ def write(directory: Path, **files: str) -> Path:
     for name, text in files.items():
         (directory / f"{name}.yaml").write_text(text)
     return directory
-
-
-def problems_of(directory: Path) -> list[str]:
-    with pytest.raises(PolicyLoadError) as caught:
-        load_policy_directory(directory)
-    return [str(problem) for problem in caught.value.problems]
 
 
 def test_the_built_in_catalogue_holds_the_data_centre_cards_with_their_mig_profiles() -> None:
@@ -152,5 +146,5 @@ def test_catalogue_problems_name_the_file_line_and_field(
     tmp_path: Path, files: dict[str, str], where: str, fragment: str
 ) -> None:
     write(tmp_path, **files)
-    problems = problems_of(tmp_path)
+    problems = load_problems(tmp_path)
     assert any(where in problem and fragment in problem for problem in problems), problems

@@ -2,11 +2,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.policy_files import load_problems, write_policy
 from webhook.policy.defaults import DEFAULT_GOVERNED_RESOURCES, DEFAULT_SHARE_ENV
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.model import FractionHandling, MultiGpuNodes
 from webhook.policy.policy_set import PolicySet
-from webhook.policy.problems import PolicyLoadError
 
 REPO_POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
@@ -24,18 +24,6 @@ SHARING = """\
     models:
       - {product: Tesla-T4, memoryMiB: 15360}
 """
-
-
-def write_policy(directory: Path, text: str, name: str = "policy.yaml") -> Path:
-    path = directory / name
-    path.write_text(text)
-    return path
-
-
-def load_problems(directory: Path) -> list[str]:
-    with pytest.raises(PolicyLoadError) as caught:
-        load_policy_directory(directory)
-    return [str(problem) for problem in caught.value.problems]
 
 
 def test_the_shipped_policies_load() -> None:

@@ -29,6 +29,8 @@ LIST_READ_TIMEOUT = 60.0
 # A watch closes itself after `watch_timeout`; one that stays silent this long past that is dead.
 WATCH_READ_SLACK = 30.0
 SHORT_WATCH = 1.0
+# How long stop() waits for an informer's thread.
+STOP_TIMEOUT = 2.0
 
 KubeObject = Mapping[str, Any]
 
@@ -179,3 +181,24 @@ class Informer:
             raise ShortWatch(f"the watch closed after {time.monotonic() - opened:.2f} s, empty")
         self._failures = 0
         return version
+
+
+class InformerBacked:
+    """What a cache kept by an informer shares: it owns `_api_client`, which `stop()` closes,
+    and `_informer`, which its subclass builds. Build one per process: after a fork the
+    informer thread is gone."""
+
+    _api_client: Any
+    _informer: Informer
+
+    def start(self) -> None:
+        self._informer.start()
+
+    def stop(self) -> None:
+        """Stop the informer and close the client; returns within about two seconds."""
+        self._informer.stop(STOP_TIMEOUT)
+        self._api_client.close()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """True once the first LIST reached the cache, False if `timeout` passes first."""
+        return self._informer.wait_synced(timeout)

@@ -18,12 +18,11 @@ from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube.api_errors import HTTP_NOT_FOUND, short_reason
-from webhook.kube.informer import Backoff, Informer, KubeObject
+from webhook.kube.informer import Backoff, Informer, InformerBacked, KubeObject
 from webhook.policy.namespace_labels import LabelLookup
 
 log = logging.getLogger("webhook")
 
-STOP_TIMEOUT = 2.0
 NO_ANSWER = "the Kubernetes API did not answer"
 
 
@@ -39,7 +38,7 @@ class _Flight:
         self.superseded = False
 
 
-class NamespaceLabelCache:
+class NamespaceLabelCache(InformerBacked):
     """A `NamespaceLabelSource` backed by an informer on the namespaces of one cluster.
 
     The cache owns `api_client` and closes it on `stop()`. A miss waits at most
@@ -151,18 +150,6 @@ class NamespaceLabelCache:
         return lookup
 
     # --- the informer ----------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._informer.start()
-
-    def stop(self) -> None:
-        """Stop the informer and close the client; returns within about two seconds."""
-        self._informer.stop(STOP_TIMEOUT)
-        self._api_client.close()
-
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        """True once the first LIST is in the cache, False if `timeout` passes first."""
-        return self._informer.wait_synced(timeout)
 
     def listed(self, objects: list[KubeObject]) -> None:
         fresh = {}

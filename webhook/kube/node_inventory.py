@@ -18,14 +18,13 @@ from kubernetes.client import ApiClient, CoreV1Api
 
 from webhook.engine.backends.mig import MIG_RESOURCE_PREFIX
 from webhook.engine.inventory import NO_INVENTORY, InventorySource, MigInventory
-from webhook.kube.informer import Backoff, Informer, KubeObject
+from webhook.kube.informer import Backoff, Informer, InformerBacked, KubeObject
 from webhook.quantity import QuantityError, parse_quantity
 
 log = logging.getLogger("webhook")
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MAX_NODES = 100_000
-STOP_TIMEOUT = 2.0
 
 NodeGpus = tuple[str, frozenset[str]]
 
@@ -54,10 +53,9 @@ def _positive(amount: object) -> bool:
         return False
 
 
-class NodeInventory:
-    """An `InventorySource` backed by an informer on the nodes of one cluster. It owns
-    `api_client` and closes it on `stop()`. Build one per process: after a fork the informer
-    thread is gone."""
+class NodeInventory(InformerBacked):
+    """An `InventorySource` backed by an informer on the nodes of one cluster (see
+    `InformerBacked`)."""
 
     def __init__(
         self,
@@ -83,16 +81,6 @@ class NodeInventory:
 
     def mig_inventory(self) -> MigInventory:
         return self._snapshot
-
-    def start(self) -> None:
-        self._informer.start()
-
-    def stop(self) -> None:
-        self._informer.stop(STOP_TIMEOUT)
-        self._api_client.close()
-
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        return self._informer.wait_synced(timeout)
 
     def listed(self, objects: list[KubeObject]) -> None:
         fresh: dict[str, NodeGpus] = {}
