@@ -54,7 +54,10 @@ class Offline(NodeInventory):
 @pytest.mark.parametrize(
     ("given", "found"),
     [
-        (node("a", A100, **{"nvidia.com/mig-1g.5gb": "7"}), (A100, {"nvidia.com/mig-1g.5gb"})),
+        (
+            node("a", A100, **{"nvidia.com/mig-1g.5gb": "7"}),
+            (A100, {"nvidia.com/mig-1g.5gb": None}),
+        ),
         (node("a", A100, **{"nvidia.com/mig-1g.5gb": "0"}), None),
         (node("a", A100, **{"nvidia.com/gpu": "8"}), None),
         (node("a", None, **{"nvidia.com/mig-1g.5gb": "7"}), None),
@@ -63,10 +66,19 @@ class Offline(NodeInventory):
     ids=["profiles", "none left", "whole GPUs", "no product label", "no status"],
 )
 def test_a_node_is_read_as_its_product_and_the_mig_devices_it_has(
-    given: dict[str, Any], found: tuple[str, set[str]] | None
+    given: dict[str, Any], found: tuple[str, dict[str, int | None]] | None
 ) -> None:
     read = node_gpus(given)
-    assert (read if read is None else (read[0], set(read[1]))) == found
+    assert (read if read is None else (read[0], dict(read[1]))) == found
+
+
+def test_a_nodes_label_gives_the_memory_of_its_mig_instances() -> None:
+    labelled = node("a", A100, **{"nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-2g.20gb": "1"})
+    labelled["metadata"]["labels"]["nvidia.com/mig-1g.10gb.memory"] = "9728"
+    labelled["metadata"]["labels"]["nvidia.com/mig-2g.20gb.memory"] = "many"
+    read = node_gpus(labelled)
+    assert read is not None
+    assert dict(read[1]) == {"nvidia.com/mig-1g.10gb": 9728, "nvidia.com/mig-2g.20gb": None}
 
 
 def test_the_snapshot_is_the_union_by_product_and_changes_only_when_it_does() -> None:
@@ -80,13 +92,13 @@ def test_the_snapshot_is_the_union_by_product_and_changes_only_when_it_does() ->
         ]
     )
     first = inventory.mig_inventory()
-    assert first.advertised(A100) == {"nvidia.com/mig-1g.5gb", "nvidia.com/mig-3g.20gb"}
+    assert set(first.advertised(A100) or {}) == {"nvidia.com/mig-1g.5gb", "nvidia.com/mig-3g.20gb"}
     assert first.advertised("Tesla-T4") is None
     # A heartbeat of a node changes nothing that is kept.
     inventory.changed("MODIFIED", node("a", A100, **{"nvidia.com/mig-1g.5gb": "7"}))
     assert inventory.mig_inventory() is first
     inventory.changed("DELETED", node("b", A100))
-    assert inventory.mig_inventory().advertised(A100) == {"nvidia.com/mig-1g.5gb"}
+    assert set(inventory.mig_inventory().advertised(A100) or {}) == {"nvidia.com/mig-1g.5gb"}
     assert inventory.mig_inventory().version == first.version + 1
 
 
@@ -99,8 +111,8 @@ def test_no_more_than_max_nodes_are_kept() -> None:
     assert inventory.mig_inventory().advertised("P-late") is None
 
 
-def inventory_of(*resources: str) -> MigInventory:
-    return MigInventory({A100: frozenset(resources)}, version=7)
+def inventory_of(*resources: str, version: int = 7) -> MigInventory:
+    return MigInventory({A100: dict.fromkeys(resources)}, version=version)
 
 
 @pytest.mark.parametrize(
@@ -122,6 +134,19 @@ def test_mig_chooses_among_the_profiles_the_models_nodes_advertise(
     assert [op["path"].rsplit("/", 1)[1] for op in limits] == [f"nvidia.com~1mig-{profile}"]
 
 
+def test_a_profile_the_catalogue_lacks_is_sized_by_the_nodes_label() -> None:
+    # The catalogue has no 1g.6gb for this card; the nodes say its instances have 6144 MiB.
+    inventory = MigInventory(
+        {A100: {"nvidia.com/mig-1g.6gb": 6144, "nvidia.com/mig-9g.9gb": None}}, 2
+    )
+    obj = pod({"example.com/vram": "5Gi"})
+    outcome = evaluate_pod(obj, POD, example("mig"), "mutate", inventory=inventory)
+    added = [
+        op["path"] for op in outcome.operations if op["op"] == "add" and "/limits/" in op["path"]
+    ]
+    assert added == ["/spec/containers/0/resources/limits/nvidia.com~1mig-1g.6gb"]
+
+
 def test_a_share_no_advertised_profile_holds_is_denied_naming_what_would() -> None:
     obj = pod({"example.com/vram": "5Gi"})
     outcome = evaluate_pod(
@@ -140,7 +165,7 @@ def test_an_outcome_is_kept_for_the_snapshot_it_was_judged_under() -> None:
     small = cache.evaluate(
         obj, POD, parts, policy, "mutate", inventory_of("nvidia.com/mig-2g.10gb")
     )
-    large = MigInventory({A100: frozenset({"nvidia.com/mig-3g.20gb"})}, version=8)
+    large = inventory_of("nvidia.com/mig-3g.20gb", version=8)
     assert cache.evaluate(obj, POD, parts, policy, "mutate", large) != small
     assert cache.evaluate(obj, POD, parts, policy, "mutate", inventory_of("x")) is small
 
@@ -192,7 +217,7 @@ def test_the_nodes_are_read_only_once_a_served_policy_is_mig() -> None:
         served = ServedSet(PolicySet((example(backend),)), None, datetime.now(UTC), "given")
         on_demand.policies_observed(None, served, ReloadStatus())
         assert connected == expected
-    assert on_demand.mig_inventory().advertised(A100) == {"nvidia.com/mig-3g.20gb"}
+    assert set(on_demand.mig_inventory().advertised(A100) or {}) == {"nvidia.com/mig-3g.20gb"}
     with pytest.raises(ValueError, match="node inventory mode 'sometimes'"):
         OnDemandNodeInventory("sometimes")
 

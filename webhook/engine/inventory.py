@@ -14,16 +14,21 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
+# A MIG device resource (`nvidia.com/mig-1g.10gb`) and the memory of its instances in MiB,
+# as the node's `<resource>.memory` label gives it (None where it gives none).
+Advertised = Mapping[str, int | None]
+
 
 @dataclass(frozen=True)
 class MigInventory:
-    """The MIG device resources (`nvidia.com/mig-1g.10gb`) that the nodes of each product
-    advertise in their allocatable. `version` 0: the nodes were not read."""
+    """The MIG device resources that the nodes of each product advertise in their
+    allocatable, with their memory where the nodes say it (the least, where nodes differ).
+    `version` 0: the nodes were not read."""
 
-    by_product: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    by_product: Mapping[str, Advertised] = field(default_factory=lambda: MappingProxyType({}))
     version: int = 0
 
-    def advertised(self, product: str) -> frozenset[str] | None:
+    def advertised(self, product: str) -> Advertised | None:
         """The MIG resources the nodes of `product` advertise; None when none was seen, and
         the catalogue alone decides."""
         return self.by_product.get(product)

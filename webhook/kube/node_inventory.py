@@ -1,8 +1,9 @@
 """The MIG profiles the cluster's nodes advertise, kept by a LIST and WATCH of the nodes.
 
 For each node only its GPU product (GPU feature discovery's `nvidia.com/gpu.product`, which
-keeps the card's name under the mixed strategy) and the `nvidia.com/mig-<profile>` resources
-its allocatable holds are kept; the engine reads a snapshot of their union by product, which
+keeps the card's name under the mixed strategy), the `nvidia.com/mig-<profile>` resources its
+allocatable holds, and the memory GFD's `nvidia.com/mig-<profile>.memory` labels give them are
+kept; the engine reads a snapshot of their union by product, which
 changes (and gets a new version) only when that union does. What the informer lists comes
 from the apiserver, yet it is bounded all the same: at most `max_nodes` nodes are kept.
 """
@@ -17,7 +18,7 @@ from types import MappingProxyType
 from kubernetes.client import ApiClient, CoreV1Api
 
 from webhook.engine.backends.mig import MIG_RESOURCE_PREFIX
-from webhook.engine.inventory import NO_INVENTORY, InventorySource, MigInventory
+from webhook.engine.inventory import NO_INVENTORY, Advertised, InventorySource, MigInventory
 from webhook.kube.informer import Backoff, Informer, InformerBacked, KubeObject
 from webhook.quantity import QuantityError, parse_quantity
 
@@ -26,24 +27,26 @@ log = logging.getLogger("webhook")
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MAX_NODES = 100_000
 
-NodeGpus = tuple[str, frozenset[str]]
+NodeGpus = tuple[str, Advertised]
 
 
 def node_gpus(node: KubeObject) -> NodeGpus | None:
-    """A node's product and the MIG resources it has at least one of, or None for a node
-    with neither."""
+    """A node's product and the MIG resources it has at least one of, with the memory its
+    `<resource>.memory` label gives; None for a node with neither."""
     metadata = node.get("metadata") or {}
     labels = metadata.get("labels") or {}
-    product = labels.get(PRODUCT_LABEL) if isinstance(labels, Mapping) else None
+    if not isinstance(labels, Mapping):
+        return None
+    product = labels.get(PRODUCT_LABEL)
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     if not isinstance(product, str) or not isinstance(allocatable, Mapping):
         return None
-    offered = frozenset(
-        name
+    offered = {
+        name: _mib(labels.get(f"{name}.memory"))
         for name, amount in allocatable.items()
         if isinstance(name, str) and name.startswith(MIG_RESOURCE_PREFIX) and _positive(amount)
-    )
-    return (product, offered) if offered else None
+    }
+    return (product, MappingProxyType(offered)) if offered else None
 
 
 def _positive(amount: object) -> bool:
@@ -51,6 +54,22 @@ def _positive(amount: object) -> bool:
         return isinstance(amount, str | int) and parse_quantity(amount) > 0
     except QuantityError:
         return False
+
+
+def _mib(label: object) -> int | None:
+    if isinstance(label, str) and label.isascii() and label.isdigit() and int(label) > 0:
+        return int(label)
+    return None
+
+
+def _union(held: Advertised, more: Advertised) -> Advertised:
+    """Both nodes' resources; where both give a memory, the lesser holds on either."""
+    merged = dict(held)
+    for name, memory in more.items():
+        known = merged.get(name)
+        sizes = [size for size in (known, memory) if size is not None]
+        merged[name] = min(sizes) if sizes else None
+    return MappingProxyType(merged)
 
 
 class NodeInventory(InformerBacked):
@@ -120,9 +139,9 @@ class NodeInventory(InformerBacked):
 
     def _publish(self) -> None:
         """Called with the lock held: a new snapshot when the union by product changed."""
-        by_product: dict[str, frozenset[str]] = {}
+        by_product: dict[str, Advertised] = {}
         for product, offered in self._nodes.values():
-            by_product[product] = by_product.get(product, frozenset()) | offered
+            by_product[product] = _union(by_product.get(product, {}), offered)
         current = self._snapshot
         if by_product != current.by_product:
             self._snapshot = MigInventory(MappingProxyType(by_product), current.version + 1)

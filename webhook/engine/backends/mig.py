@@ -7,13 +7,14 @@ A profile's name is not its memory: an A100 40GB's `1g.5gb` has 4864 MiB, an H20
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from webhook.engine.backends.rendering import ContainerRendering, Rendering, ShareBackend
 from webhook.engine.findings import Violation
+from webhook.engine.inventory import Advertised
 from webhook.engine.pod_spec import PodView
 from webhook.engine.shares import SizedShare
-from webhook.policy.model import MigProfile
+from webhook.policy.model import GpuModel, MigProfile
 
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
@@ -27,41 +28,55 @@ def _compute_slices(profile: MigProfile) -> int:
     return int(profile.name.split("g.", 1)[0])
 
 
-def smallest_profile(
-    share: SizedShare, advertised: frozenset[str] | None = None
-) -> MigProfile | None:
+def smallest_profile(share: SizedShare, profiles: Iterable[MigProfile]) -> MigProfile | None:
     """The profile with the least memory that holds the share, then the fewest compute
-    slices; the media-extension (`+me`) profiles only where nothing else fits. `advertised`:
-    the MIG resources the nodes of the model offer, where the nodes were read."""
-    fitting = [
-        profile
-        for profile in share.model.mig_profiles
-        if profile.memory_mib >= share.mib
-        and (advertised is None or mig_resource(profile) in advertised)
-    ]
+    slices; the media-extension (`+me`) profiles only where nothing else fits."""
+    fitting = [profile for profile in profiles if profile.memory_mib >= share.mib]
     if not fitting:
         return None
     return min(fitting, key=lambda p: ("+" in p.name, p.memory_mib, _compute_slices(p), p.name))
+
+
+def advertised_profiles(model: GpuModel, advertised: Advertised) -> tuple[MigProfile, ...]:
+    """The profiles the nodes of `model` offer, with the memory the nodes give (else the
+    catalogue's); one neither gives a size for cannot be chosen."""
+    catalogue = {mig_resource(profile): profile for profile in model.mig_profiles}
+    found: list[MigProfile] = []
+    for resource, memory in sorted(advertised.items()):
+        known = catalogue.get(resource)
+        if memory is not None:
+            name = resource.removeprefix(MIG_RESOURCE_PREFIX).replace(".me", "+me")
+            found.append(MigProfile(name, memory))
+        elif known is not None:
+            found.append(known)
+    return tuple(found)
 
 
 class MigBackend(ShareBackend):
     """Chooses among the profiles the nodes of the pod's model advertise, where the server
     reads the nodes and has seen some; else among every profile of the catalogue."""
 
-    def _advertised(self, share: SizedShare) -> frozenset[str] | None:
-        return self.inventory.advertised(share.model.product)
+    def _offered(self, share: SizedShare) -> tuple[MigProfile, ...] | None:
+        """The profiles the nodes of the share's model advertise, or None where none was
+        seen (the catalogue's then)."""
+        advertised = self.inventory.advertised(share.model.product)
+        return None if advertised is None else advertised_profiles(share.model, advertised)
+
+    def _profile(self, share: SizedShare) -> MigProfile | None:
+        offered = self._offered(share)
+        return smallest_profile(share, share.model.mig_profiles if offered is None else offered)
 
     def check(self, shares: Sequence[SizedShare], pod: PodView) -> list[Violation]:
         return [
-            _no_profile(share, self._advertised(share))
+            _no_profile(share, self._offered(share))
             for share in shares
-            if smallest_profile(share, self._advertised(share)) is None
+            if self._profile(share) is None
         ]
 
     def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:
         containers: dict[str, ContainerRendering] = {}
         for share in shares:
-            profile = smallest_profile(share, self._advertised(share))
+            profile = self._profile(share)
             assert profile is not None, "check() refuses a share no profile holds"
             containers[share.intent.container.name] = ContainerRendering(
                 {mig_resource(profile): "1"}
@@ -69,12 +84,11 @@ class MigBackend(ShareBackend):
         return Rendering(containers)
 
 
-def _no_profile(share: SizedShare, advertised: frozenset[str] | None) -> Violation:
+def _no_profile(share: SizedShare, offered: tuple[MigProfile, ...] | None) -> Violation:
     model = share.model
     where = f"{share.intent.container.label}: {share.intent.asked} ({share.mib} MiB)"
-    elsewhere = smallest_profile(share) if advertised is not None else None
-    if advertised is not None and elsewhere is not None:
-        offered = [p for p in model.mig_profiles if mig_resource(p) in advertised]
+    elsewhere = smallest_profile(share, model.mig_profiles) if offered is not None else None
+    if offered is not None and elsewhere is not None:
         listed = ", ".join(f"{p.name} ({p.memory_mib} MiB)" for p in offered) or "none known"
         return Violation(
             "no-mig-profile",
@@ -82,13 +96,14 @@ def _no_profile(share: SizedShare, advertised: frozenset[str] | None) -> Violati
             f"({listed}; {elsewhere.name} would): ask for less, or have a node partitioned "
             "with a larger profile",
         )
-    if not model.mig_profiles:
+    profiles = offered if offered is not None else model.mig_profiles
+    if not profiles:
         return Violation(
             "no-mig-profile",
             f"{where}: the catalogue lists no MIG profiles for {model.product}: add its "
             "migProfiles to the policy, or select a model that has them",
         )
-    listed = ", ".join(f"{p.name} ({p.memory_mib} MiB)" for p in model.mig_profiles)
+    listed = ", ".join(f"{p.name} ({p.memory_mib} MiB)" for p in profiles)
     return Violation(
         "no-mig-profile",
         f"{where}: no MIG profile of a {model.product} holds it ({listed}): ask for less, or "
