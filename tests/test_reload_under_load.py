@@ -74,7 +74,7 @@ def outcome_of(model: str) -> Outcome:
 
 
 def broken_versions() -> list[tuple[str, str]]:
-    cut = SHIPPED.index("{product: NVIDIA-L4,") + len("{product: NVI")
+    cut = SHIPPED.index("      - NVIDIA-L4\n") + len("      - NVI")
     return [
         ("a schema error", SHIPPED.replace("unit: MiB", "unit: KiB")),
         ("a YAML syntax error", SHIPPED.replace("vramResource: example.com/vram", "vram: [")),
