@@ -33,7 +33,7 @@ from webhook.quantity import QuantityError, parse_quantity
 ContainerKey = tuple[str, int]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PlannedShare:
     sized: SizedShare
     rendering: ContainerRendering
@@ -46,7 +46,8 @@ class PlannedShare:
         return self.sized.intent.container
 
 
-@dataclass(frozen=True)
+# Made for every pod judged: slots rather than frozen, whose __init__ costs more.
+@dataclass(slots=True)
 class PodPlan:
     pod: PodView
     policy: Policy

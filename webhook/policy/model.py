@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
+from functools import cached_property
 from types import MappingProxyType
 from typing import Literal
 
@@ -194,7 +195,7 @@ class Sharing:
         """The pod labels the engine reads under this policy: those its backend gives."""
         return (KAI_QUEUE_LABEL,) if self.backend is Backend.KAI else ()
 
-    @property
+    @cached_property
     def memory_resources(self) -> frozenset[str]:
         """The resources that hold an amount of memory in `unit`: the VRAM resource users write,
         and the backend's own where it has one (gpushare's, HAMi's, which is in MiB)."""
@@ -204,7 +205,7 @@ class Sharing:
             return frozenset({self.vram_resource, self.hami.memory_resource})
         return frozenset({self.vram_resource})
 
-    @property
+    @cached_property
     def share_resources(self) -> frozenset[str]:
         """The resources a share may be written in, in this backend's dialect or as an amount."""
         names = set(self.memory_resources)

@@ -24,7 +24,8 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
-@dataclass(frozen=True)
+# Made for every pod judged: slots rather than frozen, whose __init__ costs more.
+@dataclass(slots=True)
 class ContainerRendering:
     """The limits one container takes for its share (requests, where it has some, equal)."""
 
@@ -45,7 +46,7 @@ class ContainerRendering:
         return ", ".join(f"{name}={amount}" for name, amount in self.resources.items())
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Rendering:
     """Per container (by name) the resources of its share, and what the pod carries for them:
     annotations set as given, labels set only where the pod has none of that key (a pod's own
