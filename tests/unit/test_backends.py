@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from fractions import Fraction
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -400,3 +401,128 @@ def test_a_time_slicing_replica_must_have_a_name_of_its_own(tmp_path: Path) -> N
     (tmp_path / "policy.yaml").write_text(changed)
     with pytest.raises(PolicyLoadError, match="renameByDefault"):
         load_policy_directory(tmp_path)
+
+
+# Found in review: each case once went wrong --------------------------------------------------
+
+
+def with_hami(**settings: Any) -> Policy:
+    from dataclasses import replace
+
+    policy = example("hami")
+    assert policy.sharing is not None
+    hami = replace(policy.sharing.hami, **settings)
+    return replace(policy, sharing=replace(policy.sharing, hami=hami))
+
+
+@pytest.mark.parametrize("product", ["NVIDIA-A100-SXM4-40GB", "NVIDIA-H100-80GB-HBM3", "Tesla-T4"])
+@pytest.mark.parametrize("fraction", ["0.25", "0.33", "0.251", "0.07", "0.999"])
+def test_hami_percent_is_stable_across_passes_and_the_env_stays_under_it(
+    product: str, fraction: str
+) -> None:
+    policy = with_hami(memory="Percentage")
+    obj = with_selector(deployment(pod({"nvidia.com/gpu": fraction})), None)
+    obj["spec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": product}
+    _, result = mutated(obj, DEPLOYMENT, policy)  # a second pass and /validate agree
+    percent = int(limits_of(result, DEPLOYMENT)["nvidia.com/gpumem-percentage"])
+    assert percent == int(Fraction(fraction) * 100)
+    assert policy.sharing is not None
+    card = policy.sharing.models[product].memory_mib
+    cap = int(env_of(result, DEPLOYMENT)["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"][2:-1])
+    assert cap <= card * percent // 100
+
+
+def test_hami_keeps_the_cores_a_user_wrote_beside_a_share() -> None:
+    written = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"}
+    _, result = mutated(pod(dict(written)), POD, with_hami(cores=True))
+    assert limits_of(result) == written
+
+
+def test_kai_names_the_shares_container_over_one_the_pod_named() -> None:
+    obj = two_containers(QUARTER, {})
+    obj["metadata"]["annotations"] = {"gpu-fraction-container-name": "sidecar"}
+    _, result = mutated(obj, POD, example("kai"))
+    assert annotations_of(result)["gpu-fraction-container-name"] == "infer"
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("kai", "hami"),
+        ("hami", "kai"),
+        ("kai", "gpushare"),
+        ("gpushare", "hami"),
+        ("time-slicing", "gpushare"),
+        ("mig", "kai"),
+    ],
+)
+def test_a_template_written_under_one_backend_is_rewritten_under_another(
+    before: str, after: str
+) -> None:
+    _, written = mutated(deployment(pod(dict(QUARTER))), DEPLOYMENT, example(before))
+    _, rewritten = mutated(written, DEPLOYMENT, example(after))
+    _, fresh = mutated(deployment(pod(dict(QUARTER))), DEPLOYMENT, example(after))
+    assert limits_of(rewritten, DEPLOYMENT) == limits_of(fresh, DEPLOYMENT)
+    assert spec_of(rewritten, DEPLOYMENT).get("schedulerName") == spec_of(fresh, DEPLOYMENT).get(
+        "schedulerName"
+    )
+    assert (
+        spec_of(rewritten, DEPLOYMENT)["nodeSelector"] == spec_of(fresh, DEPLOYMENT)["nodeSelector"]
+    )
+    template = rewritten["spec"]["template"]["metadata"]
+    assert template.get("labels", {}) == fresh["spec"]["template"]["metadata"].get("labels", {})
+
+
+def test_a_recorded_share_is_read_back_in_the_policys_unit_of_now() -> None:
+    from dataclasses import replace
+
+    policy = example("time-slicing")
+    assert policy.sharing is not None
+    in_gib = replace(policy, sharing=replace(policy.sharing, unit="GiB"))
+    _, written = mutated(deployment(pod(dict(QUARTER))), DEPLOYMENT, policy)
+    _, again = mutated(written, DEPLOYMENT, in_gib)
+    assert limits_of(again, DEPLOYMENT) == {"nvidia.com/gpu.shared": "1"}
+
+
+def test_a_record_edited_by_hand_counts_as_none() -> None:
+    _, written = mutated(pod(dict(QUARTER)), POD, example("time-slicing"))
+    annotations = written["metadata"]["annotations"]
+    record = json.loads(annotations["gpu-admission.example.com/shares"])
+    record["containers"]["infer"]["mib"] = "²"
+    annotations["gpu-admission.example.com/shares"] = json.dumps(record)
+    outcome = evaluate_pod(written, POD, example("time-slicing"), "mutate")
+    assert [v.rule for v in outcome.violations] == []
+
+
+def test_mig_needs_the_whole_mig_family_governed(tmp_path: Path) -> None:
+    text = (EXAMPLES / "mig" / "policy.yaml").read_text()
+    (tmp_path / "policy.yaml").write_text(
+        text.replace("nvidia.com/mig-*", "nvidia.com/mig-1g.10gb")
+    )
+    with pytest.raises(PolicyLoadError, match=r"govern nvidia\.com/mig-"):
+        load_policy_directory(tmp_path)
+
+
+def test_a_queue_label_is_judged_by_its_value_whatever_the_policys_backend() -> None:
+    from webhook.engine.outcome_cache import OutcomeCache
+    from webhook.engine.pod_spec import pod_parts
+
+    _, written = mutated(deployment(pod(dict(QUARTER))), DEPLOYMENT, example("kai"))
+    theirs = copy.deepcopy(written)
+    theirs["spec"]["template"]["metadata"]["labels"]["kai.scheduler/queue"] = "team-b"
+    cache = OutcomeCache()
+    policy = example("time-slicing")
+    for obj in (written, theirs):
+        parts = pod_parts(obj, DEPLOYMENT)
+        cached = cache.evaluate(obj, DEPLOYMENT, parts, policy, "mutate")
+        fresh = evaluate_pod(obj, DEPLOYMENT, policy, "mutate")
+        assert cached.operations == fresh.operations
+    # The webhook's queue goes; the user's own stays.
+    kept = jsonpatch_apply(theirs, evaluate_pod(theirs, DEPLOYMENT, policy, "mutate"))
+    assert kept["spec"]["template"]["metadata"]["labels"]["kai.scheduler/queue"] == "team-b"
+
+
+def jsonpatch_apply(obj: dict[str, Any], outcome: Any) -> dict[str, Any]:
+    import jsonpatch
+
+    return jsonpatch.apply_patch(obj, list(outcome.operations))

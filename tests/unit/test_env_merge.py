@@ -69,6 +69,7 @@ def test_an_enforced_entry_denies_a_user_value_for_its_key() -> None:
     assert [v.rule for v in outcome.violations] == ["env-enforced"]
     validated = evaluate_pod(quarter("expandable_segments:True"), POD, merging(True), "validate")
     assert [v.rule for v in validated.violations] == ["not-rewritten", "env-enforced"]
+    assert "lacks per_process_memory_fraction:0.25" in validated.violations[1].message
 
 
 def test_a_resized_share_updates_only_its_entry() -> None:

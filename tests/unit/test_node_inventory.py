@@ -225,3 +225,23 @@ def test_the_nodes_are_read_only_once_a_served_policy_is_mig() -> None:
 def test_the_example_pod_shape_is_still_mutated_alike_without_a_cluster() -> None:
     _, result = mutated(pod({"example.com/vram": "5Gi"}), POD, example("mig"))
     assert result["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+
+
+def test_a_profile_name_this_backend_does_not_give_is_passed_over() -> None:
+    # A compute-instance profile: not a device this backend gives, and never a crash.
+    inventory = MigInventory({A100: {"nvidia.com/mig-1c.3g.20gb": 20096}}, 4)
+    outcome = evaluate_pod(
+        pod({"example.com/vram": "5Gi"}), POD, example("mig"), "mutate", inventory=inventory
+    )
+    assert [v.rule for v in outcome.violations] == ["no-mig-profile"]
+
+
+def test_nodes_labelled_with_a_models_alias_count_as_that_model() -> None:
+    inventory = MigInventory({f"{A100}-SHARED": {"nvidia.com/mig-3g.20gb": None}}, 5)
+    outcome = evaluate_pod(
+        pod({"example.com/vram": "5Gi"}), POD, example("mig"), "mutate", inventory=inventory
+    )
+    added = [
+        op["path"] for op in outcome.operations if op["op"] == "add" and "/limits/" in op["path"]
+    ]
+    assert added == ["/spec/containers/0/resources/limits/nvidia.com~1mig-3g.20gb"]

@@ -161,9 +161,9 @@ def test_every_part_of_a_pod_the_engine_reads_is_in_the_outcome_key() -> None:
                 for key in noted:
                     read_by_engine.setdefault(key, case_id)
         for policy in policies[directory]:
-            labels = policy.sharing.labels_read if policy.sharing else ()
+            gives_labels = policy.sharing is not None and bool(policy.sharing.labels_given)
             keyed = _noting(obj, location, read_for_key)
-            engine_input(location, pod_parts(keyed, location), labels)
+            engine_input(location, pod_parts(keyed, location), gives_labels)
     # The scenarios reach every reader there is: a share reads the runtimeClassName.
     assert {"spec.nodeSelector", "spec.affinity", "spec.runtimeClassName"} <= set(read_by_engine)
     missing = {key: case for key, case in read_by_engine.items() if key not in read_for_key}

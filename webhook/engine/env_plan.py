@@ -32,6 +32,8 @@ class EnvChange:
     # Whether the webhook manages the variable (or, with `merge_key`, its entry in it) after.
     owned: bool = True
     merge_key: str | None = None
+    # With `merge_key`: the `key:value` entry the webhook owns in the list.
+    entry: str = ""
 
 
 def plan_env(
@@ -87,7 +89,7 @@ def _merged(
     key = template.merge_key
     name, enforce = template.name, template.enforce
     if existing is None:
-        return [EnvChange("add", name, value, enforce=enforce, merge_key=key)], []
+        return [EnvChange("add", name, value, enforce=enforce, merge_key=key, entry=value)], []
     index, item = existing
     text = item.get("value") or ""
     if "valueFrom" in item or not isinstance(text, str):
@@ -97,13 +99,14 @@ def _merged(
     ours = next((i for i, entry in enumerate(entries) if entry_key(entry) == key), None)
     if ours is not None and entries[ours] == value:
         owned = name in managed
-        return [EnvChange("keep", name, text, index, enforce, item, owned, key)], []
+        return [EnvChange("keep", name, text, index, enforce, item, owned, key, value)], []
     if ours is None or name in managed:
         if ours is None:
             entries.append(value)
         else:
             entries[ours] = value
-        return [EnvChange("set", name, ",".join(entries), index, enforce, item, True, key)], []
+        text = ",".join(entries)
+        return [EnvChange("set", name, text, index, enforce, item, True, key, value)], []
     return [], [_env_wrong(share, template, item, value, policy_name)] if enforce else []
 
 
@@ -136,10 +139,20 @@ def stored_env_violations(
 ) -> list[Violation]:
     """What an enforced template finds wrong in the object as stored."""
     return [
-        _env_wrong(share, change, change.found, change.value, policy_name)
+        _entry_missing(share, change, policy_name)
+        if change.merge_key is not None
+        else _env_wrong(share, change, change.found, change.value, policy_name)
         for change in changes
         if change.enforce and change.action in ("add", "set")
     ]
+
+
+def _entry_missing(share: SizedShare, change: EnvChange, policy_name: str) -> Violation:
+    return Violation(
+        "env-enforced",
+        f"{share.intent.container.label}: env {change.name} lacks {change.entry}, which "
+        f'policy "{policy_name}" sets for its share of the GPU: add it to the list',
+    )
 
 
 def _env_replaced(

@@ -41,6 +41,8 @@ class ShareIntent:
     in_requests: bool = False
     # The annotation it was written in, for the `annotation` source: gpu-fraction or gpu-memory.
     annotation: str = ""
+    # A share the record says the webhook wrote, read back from the backend's resources.
+    recorded: bool = False
 
     @property
     def asked(self) -> str:

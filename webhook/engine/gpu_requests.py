@@ -18,11 +18,15 @@ from webhook.policy.defaults import (
     FRACTION_CONTAINER_ANNOTATION,
     MEMORY_ANNOTATION,
     SHARE_ANNOTATIONS,
+    SHARES_ANNOTATION,
 )
 from webhook.policy.model import FractionHandling, Policy
 from webhook.quantity import QuantityError, is_binary_suffix, parse_quantity, same_amount, suffix_of
 
 _ABSENT = object()
+# A share asked for by annotation, or the record of one the webhook wrote (which a policy of
+# another backend must clean up, even where no resource of it is left that it governs).
+JUDGED_ANNOTATIONS = (*SHARE_ANNOTATIONS, SHARES_ANNOTATION)
 _AMOUNT_FIELDS = ("limits", "requests")
 # Suffixes that make a GPU count a count of thousands or millions: a memory amount written in
 # the wrong place ("1Gi"), never a number of cards.
@@ -42,11 +46,12 @@ class GpuRequests:
 def asks_for(
     annotations: Mapping[str, Any], spec: Mapping[str, Any], is_gpu_resource: Callable[[str], bool]
 ) -> bool:
-    """Whether a pod with these annotations and spec carries a share annotation or asks
-    for a resource that `is_gpu_resource` names. Most pods don't, and leave here: so this reads
-    the raw spec rather than a `PodView`, and says True for any part of the wrong type (an
-    explicit null too, which the apiserver never sends), leaving it to the full reading."""
-    for annotation in SHARE_ANNOTATIONS:
+    """Whether a pod with these annotations and spec carries a share annotation (or the
+    webhook's record) or asks for a resource that `is_gpu_resource` names. Most pods don't,
+    and leave here: so this reads the raw spec rather than a `PodView`, and says True for any
+    part of the wrong type (an explicit null too, which the apiserver never sends), leaving it
+    to the full reading."""
+    for annotation in JUDGED_ANNOTATIONS:
         if annotation in annotations:
             return True
     # Loops and type tests rather than any() and isinstance: every pod passes here.
@@ -113,8 +118,10 @@ def _recorded_share(
     backend's `nvidia.com/gpu: 1` or MIG device is not taken for a whole GPU."""
     sharing = policy.sharing
     entry = record.containers.get(container.name)
-    if sharing is None or entry is None or not entry.vram.isdigit() or not entry.given:
+    if sharing is None or entry is None or not entry.given:
         return frozenset()  # records from before backends: the VRAM resource reads as itself
+    if not (entry.mib.isascii() and entry.mib.isdigit()) or int(entry.mib) == 0:
+        return frozenset()  # a record edited by hand counts as none
     given = entry.given
     for resource, amount in given.items():
         limit = container.limits.get(resource, _ABSENT)
@@ -125,16 +132,10 @@ def _recorded_share(
     # Named by the resource that holds its memory where the backend wrote one.
     memory = sharing.memory_resources
     named = next((resource for resource in given if resource in memory), next(iter(given)))
+    # In the policy's unit now, whatever it was when written (rounded down: never more).
+    units = max(1, int(entry.mib) // sharing.mib_per_unit)
     found.shares.append(
-        ShareIntent(
-            container,
-            "vram",
-            named,
-            entry.vram,
-            None,
-            int(entry.vram),
-            in_requests,
-        )
+        ShareIntent(container, "vram", named, entry.vram, None, units, in_requests, recorded=True)
     )
     return frozenset(given)
 

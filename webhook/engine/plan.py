@@ -27,7 +27,7 @@ from webhook.engine.placement import (
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.share_record import ShareRecord
 from webhook.engine.shares import SizedShare, size_share
-from webhook.policy.model import Placement, Policy, Sharing
+from webhook.policy.model import Policy, Sharing
 from webhook.quantity import QuantityError, parse_quantity
 
 ContainerKey = tuple[str, int]
@@ -60,16 +60,11 @@ class PodPlan:
     rendering: Rendering | None = None
     # nodeSelector keys the webhook set for an earlier placement and that go now.
     gone_selector: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = field(default=())
 
     @property
     def sharing(self) -> Sharing:
         assert self.policy.sharing is not None, "a plan with shares has a sharing policy"
         return self.policy.sharing
-
-    @property
-    def placement(self) -> Placement:
-        return self.sharing.placement if self.shares else self.policy.whole_gpu
 
     @property
     def why(self) -> str:
@@ -94,7 +89,7 @@ def plan_pod(
     """`inventory`: what the cluster's nodes advertise, where the server reads them."""
     sharing = policy.sharing
     record = ShareRecord.read(pod.annotations) if sharing else ShareRecord()
-    backend = backend_for(sharing, policy.name, inventory) if sharing else None
+    backend = backend_for(sharing, policy.name, inventory, record) if sharing else None
     requests = read_gpu_requests(pod, policy, record, backend)
     violations = list(requests.violations)
     intents = _share_intents(requests.shares, requests.whole, record, violations)
@@ -146,13 +141,14 @@ def _plan_shares(
     violations += backend.check(sized, pod)
     if violations:
         return violations
-    sized = [backend.granted(share) for share in sized]
     rendering = backend.render(sized, pod)
     planned: list[PlannedShare] = []
     for share in sized:
         recorded = record.containers.get(share.intent.container.name)
+        # The env tells the container what the backend enforces (HAMi's whole percent), the
+        # record and the rendering keep what was sized, so later passes size it alike.
         env, env_violations = plan_env(
-            share, sharing, policy.name, set(recorded.env) if recorded else set()
+            backend.granted(share), sharing, policy.name, set(recorded.env) if recorded else set()
         )
         violations += env_violations
         container_rendering = rendering.containers[share.intent.container.name]
@@ -191,6 +187,8 @@ def is_recorded(record: ShareRecord, intent: ShareIntent) -> bool:
     """Whether this share is what the webhook wrote before, not what its user wrote: VRAM (or
     a backend's resources, read back as VRAM) of the recorded size, or an annotation the
     backend wrote with the recorded value."""
+    if intent.recorded:
+        return True
     if intent.source == "annotation":
         return record.annotations.get(intent.annotation) == intent.written
     recorded = record.vram_of(intent.container.name)

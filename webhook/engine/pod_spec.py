@@ -13,6 +13,7 @@ from typing import Any, Literal, NamedTuple, NoReturn
 
 from webhook.engine.workloads import Path, PodTemplateLocation
 from webhook.field_paths import format_field
+from webhook.policy.model import BACKEND_LABELS
 
 ContainerList = Literal["initContainers", "containers"]
 CONTAINER_LISTS: tuple[ContainerList, ...] = ("initContainers", "containers")
@@ -159,8 +160,8 @@ class PodView:
         return self._spec_string("schedulerName")
 
     def labels(self) -> Mapping[str, Any]:
-        """The pod's labels, of which the engine reads only those its policy's backend gives
-        (`Sharing.labels_read`)."""
+        """The pod's labels, of which the engine reads only those a backend gives
+        (`BACKEND_LABELS`)."""
         return _mapping(self.metadata, "labels", self.location.metadata)
 
     def _spec_string(self, key: str) -> str | None:
@@ -233,7 +234,7 @@ def annotation_bytes(annotations: Mapping[str, Any]) -> int:
 
 
 def engine_input(
-    location: PodTemplateLocation, parts: PodParts, labels: tuple[str, ...] = ()
+    location: PodTemplateLocation, parts: PodParts, gives_labels: bool = False
 ) -> str | None:
     """Everything the engine reads of a pod, as one JSON text: pods with the same text get the
     same outcome. Made from the parts as sent, before a `PodView` is read from them (a pod whose
@@ -242,9 +243,10 @@ def engine_input(
     or the containers are no list of objects: such a pod is judged afresh.
 
     The engine reads an absent, a null and an empty map alike, but patches each differently,
-    so the text holds each part as it was sent, or that it was not. `labels`: those the
-    governing policy reads; pods that differ in others, as the pods of a ReplicaSet do, share
-    a text."""
+    so the text holds each part as it was sent, or that it was not. Of the labels, only those
+    a backend gives are in it (pods that differ in others, as the pods of a ReplicaSet do,
+    share a text), and whether there is a map to add one to where the governing policy gives
+    one (`gives_labels`)."""
     metadata, _, spec = parts
     try:
         containers = [
@@ -256,7 +258,7 @@ def engine_input(
             [
                 metadata is _NOTHING,
                 _sent(metadata, "annotations"),
-                _labels_read(metadata, labels),
+                _labels_read(metadata, gives_labels),
                 containers,
                 _sent(spec, "nodeSelector"),
                 _sent(spec, "tolerations"),
@@ -291,14 +293,14 @@ def _sent(node: Mapping[str, Any], key: str) -> tuple[Any, ...]:
     return (node[key],) if key in node else ()
 
 
-def _labels_read(metadata: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[Any, ...]:
-    """The labels the engine reads, and whether the map is there to add one to."""
-    if not keys or "labels" not in metadata:
-        return ()
-    labels = metadata["labels"]
-    if type(labels) is not dict:
+def _labels_read(metadata: Mapping[str, Any], gives_labels: bool) -> tuple[Any, ...]:
+    """The labels a backend gives, as sent, and whether the map is there to add one to."""
+    labels = metadata.get("labels")
+    if "labels" in metadata and type(labels) is not dict:
         return (labels,)
-    return ("map", [_sent(labels, key) for key in keys])
+    found = labels or {}
+    held = [_sent(found, key) for key in BACKEND_LABELS]
+    return ("labels" in metadata, held) if gives_labels else (held,)
 
 
 def _sent_list(spec: Mapping[str, Any], key: str) -> list[Any]:

@@ -37,7 +37,7 @@ from webhook.engine.pod_spec import (
 )
 from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.policy.defaults import POLICY_ANNOTATION, SHARES_ANNOTATION
-from webhook.policy.model import Placement, Toleration
+from webhook.policy.model import BACKEND_LABELS, Placement, Toleration
 from webhook.quantity import same_amount
 
 
@@ -150,7 +150,7 @@ class _Writer:
             if given == {sharing.vram_resource: str(share.sized.units)}:
                 given = {}  # as records before backends wrote it
             entries[share.container.name] = ContainerShare(
-                share.asked, str(share.sized.units), env, given, merged
+                share.asked, str(share.sized.units), env, given, merged, str(share.sized.mib)
             )
         self._pin_model()
         tolerations, selector = self._place_share()
@@ -288,6 +288,9 @@ class _Writer:
             return set_labels, self._give_scheduler(rendering.scheduler_name)
         labels = self.pod.labels()
         for key, value in self.record.labels.items():
+            # Only labels a backend gives: the outcome key holds no other (a record is text).
+            if key not in BACKEND_LABELS:
+                continue
             if key not in rendering.default_labels and labels.get(key) == value:
                 self.recorder.remove((*metadata, "labels", key))
         for key, value in rendering.default_labels.items():

@@ -38,6 +38,8 @@ class ContainerShare:
     given: Mapping[str, str] = field(default_factory=dict)
     # Variables of `env` where the webhook owns one entry of a `key:value` list: the key.
     merged: Mapping[str, str] = field(default_factory=dict)
+    # The share in MiB, beside `given`: read back whatever unit the policy has since.
+    mib: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class ShareRecord:
                         env=tuple(str(name) for name in entry.get("env", ())),
                         given=_string_map(entry.get("given", {})),
                         merged=_string_map(entry.get("merged", {})),
+                        mib=str(entry.get("mib", "")),
                     )
                     for name, entry in data["containers"].items()
                 },
@@ -127,6 +130,7 @@ def _container_entry(share: ContainerShare) -> dict[str, Any]:
     entry: dict[str, Any] = {"asked": share.asked, "vram": share.vram, "env": list(share.env)}
     if share.given:
         entry["given"] = dict(share.given)
+        entry["mib"] = share.mib
     if share.merged:
         entry["merged"] = dict(sorted(share.merged.items()))
     return entry
@@ -148,3 +152,6 @@ def _optional_string(value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise TypeError("must be a string")
+
+
+NO_RECORD = ShareRecord()

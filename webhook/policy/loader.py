@@ -403,7 +403,8 @@ class _PolicyBuilder:
     ) -> None:
         if not any(model.mig_profiles for model in models.values()):
             self.report((*base, "models"), "the MIG backend needs migProfiles on the models")
-        if not any(resource.matches("nvidia.com/mig-1g.10gb") for resource in resources):
+        family = "nvidia.com/mig-"
+        if not any(r.is_family and family.startswith(r.name[:-1]) for r in resources):
             self.report(
                 ("spec", "gpuResources"),
                 "the MIG backend gives nvidia.com/mig-<profile> devices: govern nvidia.com/mig-*",

@@ -22,6 +22,9 @@ from webhook.policy.scope import AdmissionTarget, Match, Scope
 GPUSHARE_RESOURCE = "aliyun.com/gpu-mem"
 # KAI Scheduler's queue label (defaults.py holds the product's names; this module is below it).
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
+# Every label a backend gives, and so every label the engine may read: under any policy, it
+# takes away one that the record says an earlier policy gave.
+BACKEND_LABELS = (KAI_QUEUE_LABEL,)
 
 MemoryUnit = Literal["MiB", "GiB"]
 MIB_PER_UNIT: Mapping[str, int] = MappingProxyType({"MiB": 1, "GiB": 1024})
@@ -191,8 +194,8 @@ class Sharing:
         return self.backend is Backend.MIG
 
     @property
-    def labels_read(self) -> tuple[str, ...]:
-        """The pod labels the engine reads under this policy: those its backend gives."""
+    def labels_given(self) -> tuple[str, ...]:
+        """The pod labels this policy's backend gives a pod that has none of them."""
         return (KAI_QUEUE_LABEL,) if self.backend is Backend.KAI else ()
 
     @cached_property

@@ -10,6 +10,7 @@ from webhook.engine.backends.mig import MigBackend
 from webhook.engine.backends.rendering import ShareBackend
 from webhook.engine.backends.time_slicing import TimeSlicingBackend
 from webhook.engine.inventory import NO_INVENTORY, MigInventory
+from webhook.engine.share_record import NO_RECORD, ShareRecord
 from webhook.policy.model import Backend, Sharing
 
 _BACKENDS: dict[Backend, type[ShareBackend]] = {
@@ -23,6 +24,10 @@ _BACKENDS: dict[Backend, type[ShareBackend]] = {
 
 
 def backend_for(
-    sharing: Sharing, policy_name: str, inventory: MigInventory = NO_INVENTORY
+    sharing: Sharing,
+    policy_name: str,
+    inventory: MigInventory = NO_INVENTORY,
+    record: ShareRecord = NO_RECORD,
 ) -> ShareBackend:
-    return _BACKENDS[sharing.backend](sharing, policy_name, inventory)
+    """`record`: what the webhook wrote on this pod before, which a backend may replace."""
+    return _BACKENDS[sharing.backend](sharing, policy_name, inventory, record)

@@ -30,7 +30,7 @@ class GpushareBackend(ShareBackend):
         why = f'policy "{self.policy_name}" (gpushare\'s scheduler extender)'
         return [
             *one_container(shares, "gpushare", "its device plugin serves one container a pod"),
-            *scheduler_conflict(pod, DEFAULT_SCHEDULER, why),
+            *scheduler_conflict(pod, DEFAULT_SCHEDULER, why, self.record),
         ]
 
     def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:

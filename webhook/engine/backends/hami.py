@@ -3,11 +3,13 @@
 `nvidia.com/gpucores`, under the names the HAMi chart configures.
 
 HAMi's own webhook fails open and reads these only as container resources, by
-`Quantity.AsInt64`: a percentage of 99.1 or memory written as `4Gi` (over 2^31) is dropped
-without a word, and the same names written as pod annotations are ignored. Those are refused
-here with the form that works. A pod already written in HAMi's dialect is checked, not
-rewritten: one card with a memory amount reads as a share (it gets the policy's env and
-placement); a share over several cards, or as a percentage, is left as written."""
+`Quantity.AsInt64`: a percentage of 99.1 is not given as written, memory written as `4Gi`
+(over 2^31) is dropped without a word, and the same names written as pod annotations are
+ignored. Here the percentage and the annotations are refused with the form that works, and
+memory with a binary suffix is rewritten into MiB. A pod already written in HAMi's dialect
+is checked, not rewritten: one card with a memory amount reads as a share (it gets the
+policy's env and placement); a share over several cards, or as a percentage, is left as
+written."""
 
 from __future__ import annotations
 
@@ -30,8 +32,18 @@ from webhook.quantity import QuantityError, parse_quantity
 
 class HamiBackend(ShareBackend):
     def percent(self, share: SizedShare) -> int:
-        """The share in whole percent of the card, rounded down so it never exceeds it."""
-        return int(Fraction(share.mib * 100, share.model.memory_mib))
+        """The share in whole percent of the card, rounded down so it never exceeds it: of
+        the fraction asked where there is one (its MiB are rounded already), and the percent
+        the webhook wrote where the share is read back from it, so that it never drifts."""
+        intent = share.intent
+        hami = self.sharing.hami
+        given = self.record.given_of(intent.container.name, self.sharing.vram_resource)
+        written = given.get(hami.percentage_resource) if intent.recorded else None
+        if written is not None and written.isascii() and written.isdigit():
+            return int(written)
+        model = share.model
+        asked = intent.fraction * model.usable_mib if intent.fraction is not None else share.mib
+        return int(Fraction(asked) * 100 / model.memory_mib)
 
     def granted(self, share: SizedShare) -> SizedShare:
         """In whole percent, HAMi caps the container at that percent of the card: the share's
@@ -71,7 +83,16 @@ class HamiBackend(ShareBackend):
         if not by_memory and hami.percentage_resource not in present:
             # Cores alone: a whole card with its cores capped, counted as a whole GPU.
             return NativeRead(frozenset({hami.cores_resource}), tuple(violations))
-        return NativeRead(frozenset(present), tuple(violations), passthrough=True)
+        # Several cards, or a percentage: checked, and left as written.
+        return NativeRead(frozenset(present), tuple(violations))
+
+    def _cores_are_ours(self, share: SizedShare) -> bool:
+        """Cores a user wrote beside the share stay theirs; those the webhook wrote follow it."""
+        container = share.intent.container
+        cores = self.sharing.hami.cores_resource
+        written = cores in container.limits or cores in container.requests
+        given = self.record.given_of(container.name, self.sharing.vram_resource)
+        return not written or cores in given
 
     def read_pod(self, pod: PodView) -> list[Violation]:
         hami = self.sharing.hami
@@ -89,7 +110,8 @@ class HamiBackend(ShareBackend):
         hami = self.sharing.hami
         found: list[Violation] = []
         if hami.scheduler_name is not None:
-            found += scheduler_conflict(pod, hami.scheduler_name, f'policy "{self.policy_name}"')
+            why = f'policy "{self.policy_name}"'
+            found += scheduler_conflict(pod, hami.scheduler_name, why, self.record)
         if hami.memory == "Percentage" or hami.cores:
             found += [
                 Violation(
@@ -111,7 +133,7 @@ class HamiBackend(ShareBackend):
                 resources[hami.percentage_resource] = str(self.percent(share))
             else:
                 resources[hami.memory_resource] = str(share.mib)
-            if hami.cores:
+            if hami.cores and self._cores_are_ours(share):
                 resources[hami.cores_resource] = str(self.percent(share))
             # Only the count is a node resource; HAMi's scheduler reads the others.
             containers[share.intent.container.name] = ContainerRendering(

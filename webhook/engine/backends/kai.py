@@ -38,7 +38,7 @@ class KaiBackend(ShareBackend):
         why = f'policy "{self.policy_name}"'
         return [
             *one_container(shares, "KAI Scheduler", "its gpu-fraction annotation is the pod's"),
-            *scheduler_conflict(pod, kai.scheduler_name, why),
+            *scheduler_conflict(pod, kai.scheduler_name, why, self.record),
         ]
 
     def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:
@@ -51,7 +51,9 @@ class KaiBackend(ShareBackend):
                 annotations[FRACTION_ANNOTATION] = _kai_fraction(intent.written, intent.fraction)
             else:
                 annotations[MEMORY_ANNOTATION] = str(share.mib)
-            if intent.container is not pod.first_container():
+            named = FRACTION_CONTAINER_ANNOTATION in pod.annotations
+            if named or intent.container is not pod.first_container():
+                # KAI gives the share to the container this names: the share's own.
                 annotations[FRACTION_CONTAINER_ANNOTATION] = intent.container.name
         return Rendering(
             {share.intent.container.name: ContainerRendering({}) for share in shares},

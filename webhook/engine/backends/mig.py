@@ -7,6 +7,7 @@ A profile's name is not its memory: an A100 40GB's `1g.5gb` has 4864 MiB, an H20
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from webhook.engine.backends.rendering import ContainerRendering, Rendering, ShareBackend
@@ -24,8 +25,14 @@ def mig_resource(profile: MigProfile) -> str:
     return MIG_RESOURCE_PREFIX + profile.name.replace("+", ".")
 
 
+# `<slices>g.<memory>gb`, `+me` for the media extensions: what this backend gives. Other names
+# a node may advertise (compute-instance profiles such as `1c.3g.20gb`) are not.
+_PROFILE_NAME = re.compile(r"^([1-9][0-9]*)g\.[1-9][0-9]*gb(\+me)?$")
+
+
 def _compute_slices(profile: MigProfile) -> int:
-    return int(profile.name.split("g.", 1)[0])
+    found = _PROFILE_NAME.match(profile.name)
+    return int(found.group(1)) if found else 0
 
 
 def smallest_profile(share: SizedShare, profiles: Iterable[MigProfile]) -> MigProfile | None:
@@ -44,8 +51,9 @@ def advertised_profiles(model: GpuModel, advertised: Advertised) -> tuple[MigPro
     found: list[MigProfile] = []
     for resource, memory in sorted(advertised.items()):
         known = catalogue.get(resource)
-        if memory is not None:
-            name = resource.removeprefix(MIG_RESOURCE_PREFIX).replace(".me", "+me")
+        name = resource.removeprefix(MIG_RESOURCE_PREFIX).removesuffix(".me")
+        name += "+me" if resource.endswith(".me") else ""
+        if memory is not None and _PROFILE_NAME.match(name):
             found.append(MigProfile(name, memory))
         elif known is not None:
             found.append(known)
@@ -59,8 +67,15 @@ class MigBackend(ShareBackend):
     def _offered(self, share: SizedShare) -> tuple[MigProfile, ...] | None:
         """The profiles the nodes of the share's model advertise, or None where none was
         seen (the catalogue's then)."""
-        advertised = self.inventory.advertised(share.model.product)
-        return None if advertised is None else advertised_profiles(share.model, advertised)
+        model = share.model
+        seen = [self.inventory.advertised(name) for name in (model.product, *model.aliases)]
+        found = [advertised for advertised in seen if advertised is not None]
+        if not found:
+            return None
+        merged: dict[str, int | None] = {}
+        for advertised in found:
+            merged.update(advertised)
+        return advertised_profiles(model, merged)
 
     def _profile(self, share: SizedShare) -> MigProfile | None:
         offered = self._offered(share)

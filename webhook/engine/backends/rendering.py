@@ -3,8 +3,9 @@ patch when mutating, and checks the stored object against it when validating.
 
 A backend is a small class behind one interface (`ShareBackend`): it may read its own
 dialect from a container (`read_native`), refuse what its system cannot give (`check`),
-and says what the pod must carry (`render`). Nothing in a backend touches a patch, so a new
-backend is a new module and touches no other.
+and says what the pod must carry (`render`). Nothing in a backend touches a patch. A new
+backend is a module of its own plus its name in the registry (`__init__.py`) and, where it
+has settings or resources of its own, in the policy model, schema and loader.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from types import MappingProxyType
 from webhook.engine.findings import Violation
 from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.engine.pod_spec import Container, PodView
+from webhook.engine.share_record import NO_RECORD, ShareRecord
 from webhook.engine.shares import SizedShare
 from webhook.policy.model import Sharing
 
@@ -61,12 +63,11 @@ class Rendering:
 @dataclass(frozen=True)
 class NativeRead:
     """A container written in the backend's own dialect: the resources its share takes, read
-    here rather than as whole GPUs, and what is wrong with them. `passthrough`: a form this
-    product does not size (a share spread over several cards), checked and left as it is."""
+    here rather than as whole GPUs (or left as written, for a form this product does not
+    size), and what is wrong with them."""
 
     claimed: frozenset[str]
     violations: tuple[Violation, ...] = ()
-    passthrough: bool = False
 
 
 @dataclass
@@ -76,6 +77,8 @@ class ShareBackend:
     sharing: Sharing
     policy_name: str
     inventory: MigInventory = NO_INVENTORY
+    # What the webhook wrote on the pod before (a scheduler it set is no conflict).
+    record: ShareRecord = NO_RECORD
 
     def read_native(self, container: Container) -> NativeRead | None:
         return None
@@ -95,11 +98,13 @@ class ShareBackend:
         raise NotImplementedError
 
 
-def scheduler_conflict(pod: PodView, wanted: str, why: str) -> list[Violation]:
-    """A pod that names another scheduler than the one its share needs (the default one may be
-    replaced)."""
+def scheduler_conflict(
+    pod: PodView, wanted: str, why: str, record: ShareRecord = NO_RECORD
+) -> list[Violation]:
+    """A pod that names another scheduler than the one its share needs (the default one, and
+    one the webhook set for an earlier policy, may be replaced)."""
     present = pod.scheduler_name()
-    if present in (None, DEFAULT_SCHEDULER, wanted):
+    if present in (None, DEFAULT_SCHEDULER, wanted, record.scheduler_name):
         return []
     return [
         Violation(
