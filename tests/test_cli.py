@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from webhook import __version__
 from webhook.cli.main import main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -544,3 +545,21 @@ def test_the_module_runs_and_reports_usage_errors() -> None:
     assert run.code == 2
     assert run.err == "python -m webhook review: no-such-file.yaml: no such file\n"
     assert webhook_process().code == 2
+
+
+def test_the_installed_command_answers_as_python_dash_m_does() -> None:
+    installed = Path(sys.executable).parent / "gpu-admission"
+    assert installed.is_file(), "make venv installs the project, and with it the command"
+    version = subprocess.run(
+        [str(installed), "--version"], capture_output=True, text=True, check=False
+    )
+    assert (version.returncode, version.stdout) == (0, f"gpu-admission {__version__}\n")
+    lint = subprocess.run(
+        [str(installed), "lint", "policies"], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert lint.returncode == 0 and "1 policy OK: default" in lint.stdout
+    wrong = subprocess.run(
+        [str(installed), "review", "-f", "missing.yaml"], capture_output=True, text=True
+    )
+    assert wrong.returncode == 2 and wrong.stderr.startswith("gpu-admission review: ")
+    assert webhook("--version").out == f"python -m webhook {__version__}\n"

@@ -22,6 +22,7 @@ from tests.support.server import (
     run_until_exit,
 )
 from tests.support.waiting import eventually
+from webhook import __version__
 from webhook.admission.review import AdmissionRequest
 from webhook.policy.policy_set import PolicySet, Selection
 from webhook.server.app import create_app
@@ -56,6 +57,15 @@ def test_health_and_readiness(client: WebhookClient) -> None:
     assert health.status == 200 and health.json() == {"status": "ok"}
     ready = client.request("GET", "/readyz")
     assert ready.status == 200 and ready.json()["policies"] == ["default"]
+    assert ready.json()["version"] == __version__
+
+
+def test_the_version_is_in_the_startup_log_and_the_metrics(
+    shipped_server: WebhookServer, client: WebhookClient
+) -> None:
+    assert f"gpu-admission-webhook {__version__} starting" in shipped_server.log()
+    text = client.request("GET", "/metrics").body.decode()
+    assert f'gpu_webhook_build_info{{version="{__version__}"}} 1.0' in text
 
 
 NOT_A_REVIEW = [

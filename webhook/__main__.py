@@ -1,18 +1,19 @@
-"""`python -m webhook lint|review|test|advertise`: the command line (webhook/cli/)."""
+"""`python -m webhook lint|review|test|advertise`, or the installed `gpu-admission`: the
+command line (webhook/cli/)."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from webhook.cli.main import main
+from webhook.cli.main import INSTALLED_PROG, main
 
 INTERRUPTED = 130
 
 
-def run() -> int:
+def run(prog: str | None = None) -> int:
     try:
-        return main()
+        return main(prog=prog)
     except KeyboardInterrupt:
         return INTERRUPTED
     except BrokenPipeError:
@@ -20,6 +21,11 @@ def run() -> int:
         # about the stdout it can no longer flush at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+def command() -> None:
+    """The `gpu-admission` console script."""
+    sys.exit(run(INSTALLED_PROG))
 
 
 if __name__ == "__main__":

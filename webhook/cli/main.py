@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from webhook import __version__
 from webhook.cli import advertise
 from webhook.cli.errors import USAGE_ERROR, InputError
 from webhook.cli.labels import parse_label_list
@@ -21,6 +22,7 @@ from webhook.cli.policy_tests import run_tests
 from webhook.cli.review import ReviewOptions, run_review
 
 PROG = "python -m webhook"
+INSTALLED_PROG = "gpu-admission"
 DEFAULT_POLICY_DIR = Path("policies")
 
 
@@ -30,11 +32,14 @@ def main(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    prog: str | None = None,
 ) -> int:
+    """`prog`: the name the command was called by (`python -m webhook` unless given)."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    parser = build_parser()
+    prog = prog or PROG
+    parser = build_parser(prog)
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             args = parser.parse_args(argv)
@@ -53,18 +58,19 @@ def main(
     except InputError as error:
         for line in error.lines:
             # Indented lines continue the one before them (the problems under a heading).
-            prefix = "" if line.startswith(" ") else f"{PROG} {args.command}: "
+            prefix = "" if line.startswith(" ") else f"{prog} {args.command}: "
             stderr.write(f"{prefix}{line}\n")
         return USAGE_ERROR
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=prog,
         description="Tools for GPU admission policies: check them, see what they do to a "
         "manifest and run their test suites without a cluster; and advertise the VRAM of the "
         "nodes they share.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     lint = commands.add_parser(

@@ -11,6 +11,7 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from webhook import __version__
 from webhook.admission.answer import judge
 from webhook.admission.decide import cached_bytes
 from webhook.admission.review import ReviewDecodeError, ReviewEnvelope, decode_envelope
@@ -156,6 +157,7 @@ def _readiness(store: PolicyStore, interval_seconds: float) -> dict[str, Any]:
     failure = status.last_failure
     return {
         "status": "ready",
+        "version": __version__,
         "policies": [policy.name for policy in current.policy_set.policies],
         "policySet": {
             "digest": current.digest,

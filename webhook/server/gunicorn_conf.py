@@ -39,6 +39,7 @@ from typing import Any, NoReturn
 from gunicorn import glogging
 from gunicorn import sock as gunicorn_sock
 
+from webhook import __version__
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
 from webhook.server.admission_log import admission_lines
@@ -111,6 +112,7 @@ def on_starting(server: Any) -> None:
         problems = "\n".join(f"  {problem}" for problem in attempt.problems)
         _fail(f"the policies in {_settings.policy_dir} do not load:\n{problems}")
     names = ", ".join(policy.name for policy in attempt.policy_set.policies)
+    server.log.info("gpu-admission-webhook %s starting", __version__)
     server.log.info("policies loaded from %s: %s", _settings.policy_dir, names)
     try:
         state_dir = _prepare_state_dir()

@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, mult
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
+from webhook import __version__
 from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
 from webhook.periodically import Periodically
 from webhook.policy.store import ReloadResult, ReloadStatus, ServedSet
@@ -98,6 +99,15 @@ class WebhookMetrics:
         )
         for result in ("success", "failure"):
             self.policy_reloads.labels(result=result)
+        # The same 1 in every worker: "max" keeps one series, however many workers serve.
+        self.build_info = Gauge(
+            "gpu_webhook_build_info",
+            "Always 1, labelled with the version of the webhook that serves.",
+            ["version"],
+            registry=own,
+            multiprocess_mode="max",
+        )
+        self.build_info.labels(version=__version__).set(1)
         # "livesum": what the live workers hold together.
         self.outcome_cache_bytes = Gauge(
             "gpu_webhook_outcome_cache_bytes",
