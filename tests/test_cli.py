@@ -490,11 +490,6 @@ def test_review_with_namespace_labels_selects_the_labelled_policy() -> None:
         (["-f", "-"], "", "<stdin>: holds no objects"),
         (
             ["-f", "-"],
-            "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n",
-            "<stdin>:1: Service (v1) is not a kind the webhook judges; review takes Pod,",
-        ),
-        (
-            ["-f", "-"],
             '{"apiVersion": "admission.k8s.io/v2", "kind": "AdmissionReview"}',
             "not an AdmissionReview the webhook answers: apiVersion 'admission.k8s.io/v2'",
         ),
@@ -513,7 +508,6 @@ def test_review_with_namespace_labels_selects_the_labelled_policy() -> None:
         "not-yaml",
         "not-an-object",
         "empty",
-        "kind-without-pod-spec",
         "unsupported-review",
         "namespace-with-review",
         "policies-do-not-load",
@@ -563,3 +557,64 @@ def test_the_installed_command_answers_as_python_dash_m_does() -> None:
     )
     assert wrong.returncode == 2 and wrong.stderr.startswith("gpu-admission review: ")
     assert webhook("--version").out == f"python -m webhook {__version__}\n"
+
+
+APP = """\
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: List
+items:
+  - {apiVersion: v1, kind: ConfigMap, metadata: {name: cfg}, data: {a: "1"}}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: serve}
+    spec:
+      selector: {matchLabels: {app: serve}}
+      template:
+        metadata: {labels: {app: serve}}
+        spec:
+          containers:
+            - name: serve
+              image: vllm/vllm-openai:v0.6.3
+              resources: {limits: {nvidia.com/gpu: "0.5"}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: token}
+"""
+
+
+def test_review_takes_a_whole_app_and_passes_the_other_kinds_through_in_order() -> None:
+    run = webhook("review", "-f", "-", stdin=APP)
+    assert run.code == 0, run.err
+    documents = list(yaml.safe_load_all(run.out))
+    assert [d["kind"] for d in documents] == ["Service", "ConfigMap", "Deployment", "Secret"]
+    assert documents[0] == yaml.safe_load(APP.split("---")[0])
+    limits = documents[2]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"example.com/vram": "7680"}
+    notes = [line for line in run.err.splitlines() if "passes through" in line]
+    assert notes == [
+        "<stdin>:1: Service (v1) passes through: not a kind the webhook judges",
+        "<stdin>:9: ConfigMap (v1) passes through: not a kind the webhook judges",
+        "<stdin>:23: Secret (v1) passes through: not a kind the webhook judges",
+    ]
+    as_json = webhook("review", "-f", "-", "-o", "json", stdin=APP)
+    listed = json.loads(as_json.out)
+    assert [item["kind"] for item in listed["items"]] == [
+        "Service",
+        "ConfigMap",
+        "Deployment",
+        "Secret",
+    ]
+
+
+def test_review_of_an_app_with_a_denied_workload_exits_1_and_prints_the_rest() -> None:
+    denied = APP.replace('nvidia.com/gpu: "0.5"', 'nvidia.com/gpu: "1.5"')
+    run = webhook("review", "-f", "-", stdin=denied)
+    assert run.code == 1
+    assert [d["kind"] for d in yaml.safe_load_all(run.out)] == ["Service", "ConfigMap", "Secret"]
+    assert "verdict: denied" in run.err

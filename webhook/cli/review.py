@@ -1,7 +1,9 @@
 """`webhook review`: what the webhook does to the objects of a file, without a cluster.
 
 The verdicts go to stderr and the objects (or their diffs) to stdout, so that the output can be
-piped or saved while the verdicts stay on the terminal.
+piped or saved while the verdicts stay on the terminal. Kinds the webhook does not judge (a
+Service, a ConfigMap) pass through as they are, in their place, with a note on stderr, so that
+`kustomize build . | gpu-admission review -f - | kubectl apply -f -` works on a whole app.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from webhook.cli.manifests import (
     DEFAULT_NAMESPACE,
     NotAManifest,
     creation_review,
-    handled_kinds,
     is_admission_review,
     read_manifest,
 )
@@ -45,8 +46,12 @@ class ReviewOptions:
 
 @dataclass(frozen=True)
 class _Submission:
+    """An object to review (`body`, its AdmissionReview), or one that passes through."""
+
     where: str
-    body: bytes
+    body: bytes = b""
+    passthrough: Any = None
+    note: str = ""
 
 
 def run_review(options: ReviewOptions, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
@@ -63,6 +68,19 @@ def run_review(options: ReviewOptions, *, stdin: TextIO, stdout: TextIO, stderr:
     printed = 0
     exit_code = 0
     for submission in submissions:
+        if submission.note:
+            _write(stderr, f"{submission.where}: {submission.note}\n")
+            if options.diff:
+                continue
+            if options.output == "json" and several:
+                listed.append(submission.passthrough)
+            else:
+                _write(
+                    stdout,
+                    ("---\n" if printed else "") + dump(submission.passthrough, options.output),
+                )
+                printed += 1
+            continue
         admission = admit(submission.body, policies, options.mode, labels)
         original = admission.envelope.request.get("object")
         mutated = _patched(original, admission.verdict.patch, submission.where)
@@ -121,10 +139,8 @@ def _submission(found: InputObject, namespace: str | None) -> _Submission:
             raise InputError(f"{found.where}: {error}") from None
         if not manifest.handled:
             api_version = found.content["apiVersion"]
-            raise InputError(
-                f"{found.where}: {manifest.kind} ({api_version}) is not a kind the webhook "
-                f"judges; review takes {handled_kinds()}, or an AdmissionReview"
-            )
+            note = f"{manifest.kind} ({api_version}) passes through: not a kind the webhook judges"
+            return _Submission(found.where, passthrough=found.content, note=note)
         chosen = namespace or manifest.namespace or DEFAULT_NAMESPACE
         body = review_body(creation_review(manifest, chosen))
     try:
