@@ -454,3 +454,46 @@ def test_a_yaml_syntax_error_names_the_character_and_its_line(tmp_path: Path) ->
         and "'\\t'" in problem
         for problem in problems
     ), problems
+
+
+LINT_A = """apiVersion: gpu-admission.example.com/v1alpha1
+kind: GPUPolicy
+metadata: {name: a}
+spec:
+  gpuResources: [{name: nvidia.com/gpu, fractions: Rewrite}]
+  sharing:
+    vramResource: example.com/vram
+    unit: KiB
+    defaultModel: Nope
+"""
+LINT_B = """apiVersion: gpu-admission.example.com/v1alpha1
+kind: GPUPolicy
+metadata: {name: b}
+spec:
+  match: {namespaces: [team-*]}
+---
+apiVersion: gpu-admission.example.com/v1alpha1
+kind: GPUPolicy
+metadata: {name: c}
+spec:
+  match: {namespaces: [team-a]}
+"""
+
+
+def test_one_load_names_every_problem_of_the_directory_in_file_and_line_order(
+    tmp_path: Path,
+) -> None:
+    write_policy(tmp_path, LINT_A, "a.yaml")
+    write_policy(tmp_path, LINT_B, "b.yaml")
+    write_policy(tmp_path, "a: [\n", "c.yaml")
+    problems = load_problems(tmp_path)
+    where = [problem.split(": ", 2)[:2] for problem in problems]
+    assert [w[0].rsplit("/", 1)[1] for w in where] == [
+        "a.yaml:8",
+        "a.yaml:9",
+        "b.yaml:9",
+        "c.yaml:2",
+    ]
+    # The schema's fault does not hide the check it cannot make, nor a broken file the overlap.
+    assert "'Nope' is not in models (Tesla-T4, NVIDIA-A10," in problems[1]
+    assert "policy 'c' could govern the same objects as policy 'b'" in problems[2]

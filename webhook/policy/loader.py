@@ -4,6 +4,7 @@ is ever returned."""
 
 from __future__ import annotations
 
+import contextlib
 import string
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -100,11 +101,15 @@ def load_policy_directory(directory: Path) -> tuple[Policy, ...]:
             PolicyProblem(str(directory), None, "(directory)", "holds no policy documents")
         )
     problems.extend(_duplicate_names(policies))
-    if not problems:
-        problems.extend(overlap_problems(policies))
+    # Among the policies that did load: one run names every problem of the directory.
+    problems.extend(overlap_problems(_first_of_each_name(policies)))
     if problems:
-        raise PolicyLoadError(problems)
+        raise PolicyLoadError(sorted(problems, key=lambda p: (p.file, p.line or 0)))
     return tuple(policies)
+
+
+def _first_of_each_name(policies: list[Policy]) -> list[Policy]:
+    return list({policy.name: policy for policy in reversed(policies)}.values())[::-1]
 
 
 def _read_file(path: Path) -> list[SourceDocument]:
@@ -121,13 +126,33 @@ def _read_file(path: Path) -> list[SourceDocument]:
 def policy_from_document(document: SourceDocument, catalogue: Catalogue | None = None) -> Policy:
     """`catalogue`: the models a policy may name; the built-in catalogue where not given."""
     problems = schema_problems(document, schema_validator(SCHEMA_FILE))
-    if problems:
-        raise PolicyLoadError(problems)
     builder = _PolicyBuilder(document, catalogue or built_in_catalogue())
+    if problems:
+        raise PolicyLoadError([*problems, *_besides(problems, builder)])
     policy = builder.build()
     if builder.problems:
         raise PolicyLoadError(builder.problems)
     return policy
+
+
+def _besides(schema: list[PolicyProblem], builder: _PolicyBuilder) -> list[PolicyProblem]:
+    """The checks a schema cannot express, on a document the schema refused, so that one run
+    reports every problem: those of the fields the schema did not fault. The builder expects a
+    schema-valid document and may stop part-way on this one; what it found so far counts."""
+    with contextlib.suppress(Exception):
+        builder.build()
+    faulted = [problem.field for problem in schema]
+    return [
+        problem
+        for problem in builder.problems
+        if not any(
+            _within(problem.field, field) or _within(field, problem.field) for field in faulted
+        )
+    ]
+
+
+def _within(field: str, parent: str) -> bool:
+    return field == parent or field.startswith((f"{parent}.", f"{parent}["))
 
 
 def _duplicate_names(policies: list[Policy]) -> Iterator[PolicyProblem]:
@@ -287,7 +312,7 @@ class _PolicyBuilder:
             self._check_mig(models, resources, base)
         default_model = block.get("defaultModel")
         if default_model is not None and default_model not in models:
-            known = ", ".join(models)
+            known = ", ".join(dict.fromkeys(model.product for model in models.values()))
             self.report((*base, "defaultModel"), f"{default_model!r} is not in models ({known})")
         placement = self._placement(block.get("placement", {}), (*base, "placement"))
         if model_label in placement.node_selector:
