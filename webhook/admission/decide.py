@@ -18,11 +18,15 @@ from webhook.engine.outcome_cache import (
 )
 from webhook.engine.pod_spec import MalformedObject, labels_in, pod_parts
 from webhook.engine.workloads import PodTemplateLocation, pod_template_location
-from webhook.policy.model import Policy
+from webhook.policy.model import Enforcement, Policy
 from webhook.policy.namespace_labels import NamespaceLabelSource, NoCluster
 from webhook.policy.policy_set import PolicySet, Selection
+from webhook.warning_text import one_line_warning
 
 HANDLED_OPERATIONS = ("CREATE", "UPDATE")
+# Audit annotations of an object allowed in spite of a broken rule (Warn and Audit).
+WOULD_DENY = "would-deny"
+ENFORCEMENT = "enforcement"
 _NO_CLUSTER = NoCluster()
 # Shared by the threads of a process: the pods of one workload are judged once.
 _OUTCOMES = OutcomeCache()
@@ -84,14 +88,28 @@ def decide(
     )
     if outcome.violations:
         message = "; ".join(violation.message for violation in outcome.violations)
-        audit = {"policy": policy.name}
-        return Verdict.deny(f"{_describe(request)}: {message}", warnings=warnings, audit=audit)
+        return _judged(policy, f"{_describe(request)}: {message}", warnings)
     # An allowing verdict names no request, so one serves every pod with this outcome.
     verdict = _ALLOWING_VERDICTS.get(outcome, warnings)
     if verdict is None:
         verdict = _allowing_verdict(outcome, policy, warnings)
         _ALLOWING_VERDICTS.put(outcome, warnings, verdict, _verdict_weight(outcome, warnings))
     return verdict
+
+
+def _judged(policy: Policy, message: str, warnings: tuple[str, ...]) -> Verdict:
+    """A broken rule's verdict, as the policy's enforcement says: a denial, or an object
+    allowed as it is with the denial in its audit annotations (and, to Warn, a warning)."""
+    audit = {"policy": policy.name}
+    if policy.enforcement is Enforcement.ENFORCE:
+        return Verdict.deny(message, warnings=warnings, audit=audit)
+    mode = policy.enforcement.value
+    audit |= {WOULD_DENY: message, ENFORCEMENT: mode}
+    if policy.enforcement is Enforcement.WARN:
+        # One line, as kubectl shows warnings; the audit annotation holds the whole message.
+        said = one_line_warning(f'policy "{policy.name}" ({mode}) would deny this: {message}')
+        warnings = (*warnings, said)
+    return Verdict.allow(warnings=warnings, audit=audit)
 
 
 def _inventory_for(policy: Policy, source: InventorySource | None) -> MigInventory:

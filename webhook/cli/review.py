@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import jsonpatch
 import jsonpointer
 
+from webhook.admission.decide import ENFORCEMENT, WOULD_DENY
 from webhook.admission.review import ReviewDecodeError, decode_envelope
 from webhook.cli.admit import Admission, admit, review_body
 from webhook.cli.documents import InputObject, read_objects, read_text
@@ -173,6 +174,10 @@ def _report(where: str, admission: Admission) -> str:
         count = len(verdict.patch)
         done = f"patched ({count} operation{'s' if count != 1 else ''})" if count else "unchanged"
         lines.append(f"  verdict: allowed, {done}")
+        would_deny = verdict.audit_annotations.get(WOULD_DENY)
+        if would_deny:
+            mode = verdict.audit_annotations.get(ENFORCEMENT, "")
+            lines.append(f"  would deny ({mode}): {would_deny}")
     else:
         lines.append(f"  verdict: denied, {verdict.code} {verdict.reason}")
         lines.append(f"  message: {verdict.message}")

@@ -37,6 +37,7 @@ from webhook.policy.defaults import (
 from webhook.policy.label_selectors import LabelSelector, ValueSet, requirement
 from webhook.policy.model import (
     Backend,
+    Enforcement,
     EnvTemplate,
     FractionHandling,
     GovernedResource,
@@ -210,6 +211,7 @@ class _PolicyBuilder:
             source=self.document.file,
             source_line=self.document.line_of(("metadata", "name")),
             priority=spec.get("priority", 0),
+            enforcement=Enforcement(spec.get("enforcement", Enforcement.ENFORCE.value)),
             match=match,
             exclude=exclude,
         )

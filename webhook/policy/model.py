@@ -32,6 +32,16 @@ MIB_PER_UNIT: Mapping[str, int] = MappingProxyType({"MiB": 1, "GiB": 1024})
 Toleration = Mapping[str, object]
 
 
+class Enforcement(Enum):
+    """What a broken rule does: `Enforce` denies; `Warn` allows, with the denial as a warning
+    and an audit annotation; `Audit` allows, with the audit annotation alone (and the
+    metrics). Rewrites are made in every mode."""
+
+    ENFORCE = "Enforce"
+    WARN = "Warn"
+    AUDIT = "Audit"
+
+
 class FractionHandling(Enum):
     REWRITE = "Rewrite"
     DENY = "Deny"
@@ -239,6 +249,7 @@ class Policy:
     priority: int = 0
     match: Scope = field(default_factory=Scope)
     exclude: Scope | None = None
+    enforcement: Enforcement = Enforcement.ENFORCE
 
     def may_apply_in(self, namespace: str) -> bool:
         """Whether an object in `namespace` could be matched at all, whatever its labels."""

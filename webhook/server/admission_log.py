@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from webhook.admission.answer import Admission
+from webhook.admission.decide import ENFORCEMENT, WOULD_DENY
 from webhook.admission.verdict import Verdict
 from webhook.engine.evaluate import Mode
 from webhook.server.log_lines import LineWriter
 
 # /mutate judges in the mutate mode, /validate in the validate mode.
 Endpoint = Mode
-VerdictName = Literal["allowed", "patched", "denied", "errored", "bad_request"]
+VerdictName = Literal["allowed", "patched", "denied", "errored", "bad_request", "warned", "audited"]
 
 log = logging.getLogger("webhook.admission")
 # Routed to the error log's streams by the gunicorn configuration (log_lines.py).
@@ -32,6 +33,10 @@ _REASON_LIMIT = 200
 
 def verdict_name(verdict: Verdict) -> VerdictName:
     if verdict.allowed:
+        # Allowed in spite of a broken rule, by a policy in Warn or Audit.
+        mode = verdict.audit_annotations.get(ENFORCEMENT)
+        if mode is not None:
+            return "warned" if mode == "Warn" else "audited"
         return "patched" if verdict.patch else "allowed"
     return "errored" if verdict.code >= 500 else "denied"
 
@@ -74,7 +79,8 @@ class AdmissionRecord:
             verdict=verdict_name(verdict),
             policy=verdict.audit_annotations.get("policy", ""),
             code=verdict.code,
-            message=verdict.message,
+            # What was denied, or what would have been in Warn and Audit.
+            message=verdict.message or verdict.audit_annotations.get(WOULD_DENY, ""),
             patch_operations=len(verdict.patch),
             warnings=len(verdict.warnings),
             seconds=seconds,
@@ -99,6 +105,8 @@ class AdmissionRecord:
         }
         if self.verdict in ("denied", "errored"):
             fields |= {"code": self.code, "denial": self.message}
+        elif self.verdict in ("warned", "audited"):
+            fields["wouldDeny"] = self.message
         fields |= {
             "patchOperations": self.patch_operations,
             "warnings": self.warnings,
