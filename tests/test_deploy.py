@@ -356,7 +356,8 @@ def test_deployment_env_is_what_the_server_reads() -> None:
     assert settings.cert_file == Path("/etc/gpu-admission/tls/tls.crt")
     assert settings.key_file == Path("/etc/gpu-admission/tls/tls.key")
     assert settings.state_dir == Path("/var/run/gpu-admission")
-    assert [port["containerPort"] for port in container["ports"]] == [8443]
+    assert settings.metrics_bind == "0.0.0.0:9102"
+    assert [port["containerPort"] for port in container["ports"]] == [8443, 9102]
 
 
 def test_deployment_mounts_what_the_settings_name() -> None:
@@ -440,7 +441,8 @@ def test_two_replicas_spread_across_nodes_behind_the_service() -> None:
     service = find(BASE, "Service", NAME)["spec"]
     assert selector_of({"matchLabels": service["selector"]}).matches(template_labels)
     assert service["ports"] == [
-        {"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}
+        {"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"},
+        {"name": "metrics", "port": 9102, "targetPort": 9102, "protocol": "TCP"},
     ]
     # The certificate Job's pods must not count as webhook replicas.
     job_labels = find(SELF_SIGNED, "Job", CERTS)["spec"]["template"]["metadata"]["labels"]
@@ -761,17 +763,23 @@ def test_every_pod_is_isolated_by_exactly_the_policy_of_its_workload(target: str
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_webhook_admits_its_port_from_anywhere_and_reaches_the_apiserver_and_dns(
+def test_the_webhook_admits_its_port_from_anywhere_its_metrics_from_monitoring_only(
     target: str,
 ) -> None:
     spec = network_policies(target)[NAME]
     container = only_container(pod_spec_of(target, "Deployment", NAME))
     service = find(target, "Service", NAME)["spec"]
-    [port] = [p["containerPort"] for p in container["ports"]]
-    assert [p["targetPort"] for p in service["ports"]] == [port]
-    # No `from`: any source, for the kube-apiserver's address is not predictable. /metrics is
-    # served on this same port, the container's only one, so no other port is admitted.
-    assert spec["ingress"] == [{"ports": [{"port": port, "protocol": "TCP"}]}]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert [p["targetPort"] for p in service["ports"]] == [ports["https"], ports["metrics"]]
+    monitoring = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: MONITORING_NAMESPACE}}
+    }
+    # No `from` on the admission port: any source, for the kube-apiserver's address is not
+    # predictable. The plain-HTTP metrics port only from the monitoring namespace.
+    assert spec["ingress"] == [
+        {"ports": [{"port": ports["https"], "protocol": "TCP"}]},
+        {"from": [monitoring], "ports": [{"port": ports["metrics"], "protocol": "TCP"}]},
+    ]
     assert spec["egress"] == [APISERVER_EGRESS, DNS_EGRESS]
 
 
@@ -1100,3 +1108,110 @@ def test_match_conditions_on_the_captured_reviews(match_conditions: dict[str, Co
     ):
         for kind, condition in match_conditions.items():
             assert condition(_captured(folder)) is expected, f"{folder}: {kind}"
+
+
+# --- monitoring: the metrics port, the ServiceMonitor, the alerts and the dashboard --------
+
+MONITORING = "overlays/monitoring"
+MONITORING_GROUP = "monitoring.coreos.com"
+DASHBOARD = REPO_ROOT / "deploy" / MONITORING / "dashboard.json"
+# Metrics a query may name that the kube-apiserver exports, not this server.
+APISERVER_METRICS = ("apiserver_admission_webhook_",)
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_the_monitoring_overlay_builds_and_its_core_objects_match_the_schemas(version: str) -> None:
+    kinds = set()
+    for manifest in rendered(MONITORING):
+        kinds.add(manifest["kind"])
+        if group_of(manifest) in (MONITORING_GROUP, CERT_MANAGER_GROUP):
+            continue
+        try:
+            kubernetes_validate.validate(manifest, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            pytest.fail(f"{describe(manifest)} in Kubernetes {version}: {error.message}")
+    assert {"ServiceMonitor", "PrometheusRule", "Deployment"} <= kinds
+
+
+def test_the_service_monitor_reaches_the_plain_http_metrics_port() -> None:
+    monitor = find(MONITORING, "ServiceMonitor", NAME)
+    assert monitor["apiVersion"] == f"{MONITORING_GROUP}/v1"
+    service = find(MONITORING, "Service", NAME)
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    container = pod_spec_of(MONITORING, "Deployment", NAME)["containers"][0]
+    named = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert named["metrics"] == port["targetPort"] == 9102
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["METRICS_BIND"] == "0.0.0.0:9102"
+    policy = find(MONITORING, "NetworkPolicy", NAME)
+    admitted = [
+        rule
+        for rule in policy["spec"]["ingress"]
+        if {"port": 9102, "protocol": "TCP"} in rule["ports"]
+    ]
+    assert admitted and all("from" in rule for rule in admitted), "9102 only from monitoring"
+
+
+def queried_metrics() -> dict[str, str]:
+    """Every metric a PrometheusRule expression or a dashboard panel names, and where."""
+    found: dict[str, str] = {}
+    rule = find(MONITORING, "PrometheusRule", NAME)
+    for group in rule["spec"]["groups"]:
+        for alert in group["rules"]:
+            for name in re.findall(r"\b([a-z_]+_[a-z_]+)(?=[{\[\s)])", alert["expr"]):
+                found.setdefault(name, alert["alert"])
+    dashboard = json.loads(DASHBOARD.read_text())
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            for name in re.findall(r"\b([a-z_]+_[a-z_]+)(?=[{\[\s)])", target["expr"]):
+                found.setdefault(name, panel["title"])
+    functions = {"histogram_quantile", "count_over_time"}
+    return {name: where for name, where in found.items() if name not in functions}
+
+
+def test_every_metric_the_alerts_and_the_dashboard_query_is_one_the_server_exports(
+    tmp_path: Path,
+) -> None:
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from webhook.certs import ensure_dev_certificates
+    from webhook.server.metrics import WebhookMetrics
+
+    certificates = ensure_dev_certificates(tmp_path)[0]
+    metrics = WebhookMetrics(certificates.cert, publish_seconds=0)
+    metrics.shares_rewritten.labels("p", "m").inc()
+    metrics.admission_duration.labels("mutate").observe(0.001)
+    exported = {
+        sample.name
+        for family in text_string_to_metric_families(generate_latest(metrics.registry).decode())
+        for sample in family.samples
+    }
+    queried = queried_metrics()
+    assert any(name.startswith("gpu_webhook_") for name in queried)
+    unknown = {
+        name: where
+        for name, where in queried.items()
+        if name not in exported and not name.startswith(APISERVER_METRICS)
+    }
+    assert not unknown, f"queried but not exported (metric: where): {unknown}"
+
+
+def test_the_dashboard_is_a_grafana_dashboard_with_the_panels_the_issue_asks_for() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["uid"] and dashboard["schemaVersion"] >= 36
+    titles = {panel["title"] for panel in dashboard["panels"]}
+    assert {
+        "Admissions by verdict",
+        "Admissions by policy",
+        "Latency",
+        "Shares rewritten by GPU model",
+        "Policy reloads",
+        "Serving certificate expires in",
+    } <= titles
+    config = find(MONITORING, "ConfigMap", "gpu-admission-dashboard")
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(config["data"]["gpu-admission.json"]) == dashboard

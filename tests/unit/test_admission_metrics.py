@@ -37,7 +37,13 @@ def own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def record(
-    endpoint: str, group: str, kind: str, verdict: str, policy: str, seconds: float
+    endpoint: str,
+    group: str,
+    kind: str,
+    verdict: str,
+    policy: str,
+    seconds: float,
+    model: str = "",
 ) -> AdmissionRecord:
     return AdmissionRecord(
         endpoint=endpoint,  # type: ignore[arg-type]
@@ -51,6 +57,7 @@ def record(
         dry_run=False,
         verdict=verdict,  # type: ignore[arg-type]
         policy=policy,
+        model=model,
         code=200,
         message="",
         patch_operations=0,
@@ -196,3 +203,15 @@ def test_metrics_publish_seconds_is_read() -> None:
     chosen = Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0.25"})
     assert chosen.metrics_publish_seconds == 0.25
     # What it refuses: test_policy_store's test_a_bad_interval_is_refused.
+
+
+def test_shares_rewritten_are_counted_by_policy_and_model() -> None:
+    metrics = WebhookMetrics(publish_seconds=0)
+    metrics.admitted(record("mutate", "", "Pod", "patched", "default", 0.001, "Tesla-T4"))
+    metrics.admitted(
+        record("mutate", "apps", "Deployment", "patched", "default", 0.001, "Tesla-T4")
+    )
+    metrics.admitted(record("mutate", "", "Pod", "patched", "default", 0.001))
+    text = generate_latest(metrics.registry).decode()
+    found = samples(text, "gpu_webhook_shares_rewritten_total")
+    assert list(found.values()) == [2.0], found

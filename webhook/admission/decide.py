@@ -131,6 +131,7 @@ def _allowing_verdict(outcome: PodOutcome, policy: Policy, warnings: tuple[str, 
     audit = {"policy": policy.name}
     if outcome.rewritten:
         audit["rewritten"] = outcome.rewritten
+        audit["model"] = outcome.model
     if outcome.operations:
         return Verdict.patched(outcome.operations, warnings=warnings, audit=audit)
     return Verdict.allow(warnings=warnings, audit=audit)

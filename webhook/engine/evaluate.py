@@ -41,6 +41,8 @@ class PodOutcome:
     warnings: tuple[str, ...] = ()
     rewritten: str = ""
     governed: bool = False
+    # The GPU model the rewritten shares were sized for; "" when nothing was rewritten.
+    model: str = ""
 
 
 def evaluate_pod(
@@ -69,6 +71,7 @@ def evaluate_pod(
         warnings=tuple(one_line_warning(warning) for warning in rendered.warnings),
         rewritten="; ".join(rendered.rewrites),
         governed=True,
+        model=plan.choice.model.product if rendered.rewrites and plan.choice else "",
     )
 
 

@@ -3,12 +3,9 @@ check (`--metrics-bind`). The advertiser is one process, so one registry of its 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 PREFIX = "gpu_vram_advertiser"
 ERROR_KINDS = ("labels", "conflict", "forbidden", "api")
@@ -66,48 +63,3 @@ class AdvertiserMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class MetricsServer:
-    """`GET /metrics` and `GET /healthz` over plain HTTP on a daemon thread."""
-
-    def __init__(self, metrics: AdvertiserMetrics, host: str, port: int) -> None:
-        handler = _handler_for(metrics)
-        self._httpd = ThreadingHTTPServer((host, port), handler)
-        self._httpd.daemon_threads = True
-        self.port = self._httpd.server_address[1]
-
-    def start(self) -> None:
-        threading.Thread(
-            target=self._httpd.serve_forever, name="advertiser-metrics", daemon=True
-        ).start()
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-
-def _handler_for(metrics: AdvertiserMetrics) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        # A scrape or a probe that stalls must not hold a thread for long.
-        timeout = 5
-
-        def log_message(self, format: str, *args: object) -> None:
-            """Probes and scrapes are not worth a log line each."""
-
-        def do_GET(self) -> None:
-            if self.path == "/metrics":
-                self._answer(200, metrics.render(), CONTENT_TYPE_LATEST)
-            elif self.path == "/healthz":
-                self._answer(200, b"ok\n", "text/plain; charset=utf-8")
-            else:
-                self._answer(404, b"not found\n", "text/plain; charset=utf-8")
-
-        def _answer(self, code: int, body: bytes, content_type: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    return Handler

@@ -20,8 +20,9 @@ from types import FrameType
 from kubernetes.client import ApiClient, CoreV1Api
 
 from webhook.kube.informer import Informer
+from webhook.metrics_http import MetricsServer
 from webhook.nodes.advertiser import Advertiser
-from webhook.nodes.advertiser_metrics import AdvertiserMetrics, MetricsServer
+from webhook.nodes.advertiser_metrics import AdvertiserMetrics
 from webhook.nodes.leadership import Elector, LeaseTerms
 from webhook.nodes.node_events import NodeEvents
 from webhook.periodically import Periodically
@@ -161,7 +162,7 @@ class NodeService:
         if self._options.metrics_bind is None:
             return None
         host, port = self._options.metrics_bind
-        server = MetricsServer(self.metrics, host, port)
-        server.start()
+        server = MetricsServer(self.metrics.render, host, port)
+        server.start("advertiser-metrics")
         log.info("nodes: metrics on http://%s:%d/metrics", host, server.port)
         return server

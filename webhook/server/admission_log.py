@@ -57,6 +57,8 @@ class AdmissionRecord:
     verdict: VerdictName
     # The governing policy, from the verdict's audit annotation; "" when no policy judged.
     policy: str
+    # The GPU model shares were rewritten for, from the audit annotation; "" when none were.
+    model: str
     code: int
     message: str
     patch_operations: int
@@ -78,6 +80,7 @@ class AdmissionRecord:
             dry_run=request.dry_run if request else False,
             verdict=verdict_name(verdict),
             policy=verdict.audit_annotations.get("policy", ""),
+            model=verdict.audit_annotations.get("model", ""),
             code=verdict.code,
             # What was denied, or what would have been in Warn and Audit.
             message=verdict.message or verdict.audit_annotations.get(WOULD_DENY, ""),

@@ -45,7 +45,7 @@ from webhook.policy.store import load_settled_directory
 from webhook.server.admission_log import admission_lines
 from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.log_format import formatter_for
-from webhook.server.settings import Settings, SettingsError
+from webhook.server.settings import Settings, SettingsError, parse_bind
 from webhook.server.stall_limited_tls import stall_limited
 from webhook.server.tls_context import TLSContextCache
 from webhook.server.worker import ConnectionTable
@@ -154,6 +154,27 @@ def child_exit(server: Any, worker: Any) -> None:
     from webhook.server.metrics import mark_worker_dead
 
     mark_worker_dead(worker.pid)
+
+
+def when_ready(server: Any) -> None:
+    """The plain-HTTP metrics port, in the master: it merges every worker's values, as
+    /metrics on the admission port does, for scrapers that speak no TLS to it."""
+    if not _settings.metrics_bind:
+        return
+    # Imported here, after on_starting has set PROMETHEUS_MULTIPROC_DIR.
+    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+
+    from webhook.metrics_http import MetricsServer
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=os.environ[METRICS_DIR_VARIABLE])
+    host, port = parse_bind(_settings.metrics_bind)
+    try:
+        metrics = MetricsServer(lambda: generate_latest(registry), host, port)
+    except OSError as error:
+        _fail(f"METRICS_BIND {_settings.metrics_bind}: {error.strerror or error}")
+    metrics.start("metrics-port")
+    server.log.info("metrics on http://%s:%d/metrics", host, metrics.port)
 
 
 def on_exit(server: Any) -> None:

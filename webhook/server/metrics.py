@@ -117,6 +117,13 @@ class WebhookMetrics:
             multiprocess_mode="livesum",
         )
         self._cached_bytes = cached_bytes
+        self.shares_rewritten = Counter(
+            "gpu_webhook_shares_rewritten_total",
+            "Objects whose shares of a GPU were rewritten, by policy and by the GPU model they "
+            "were sized for.",
+            ["policy", "model"],
+            registry=own,
+        )
 
         self.admissions = Counter(
             "gpu_webhook_admissions_total",
@@ -161,6 +168,12 @@ class WebhookMetrics:
     def admitted(self, record: AdmissionRecord) -> None:
         kind = kind_label(record.group, record.kind)
         labels = (record.endpoint, kind, record.verdict, record.policy)
+        if record.model:
+            # Counted at once: only a request that rewrote a share pays for it.
+            try:
+                self.shares_rewritten.labels(record.policy, record.model).inc()
+            except Exception:
+                log.exception("could not update the share metrics")
         if self.publish_seconds:
             self._tally.count(labels, record.endpoint, record.seconds)
         else:

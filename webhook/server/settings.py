@@ -38,6 +38,8 @@ class Settings:
     log_format: str = "json"
     # How often a worker adds the admissions it counted to the shared metrics; 0: each at once.
     metrics_publish_seconds: float = 1.0
+    # host:port of the plain-HTTP metrics port (the master serves every worker's); "" for none.
+    metrics_bind: str = ""
     max_body_bytes: int = MAX_BODY_BYTES
     # How often each worker looks for a changed policy directory; 0 turns live reload off.
     policy_reload_seconds: float = 1.0
@@ -78,6 +80,7 @@ class Settings:
             threads=_positive_int(env, "THREADS", defaults.threads),
             log_level=_choice(env, "LOG_LEVEL", defaults.log_level, LOG_LEVELS),
             log_format=_choice(env, "LOG_FORMAT", defaults.log_format, LOG_FORMATS),
+            metrics_bind=_bind(env, "METRICS_BIND", defaults.metrics_bind),
             metrics_publish_seconds=_seconds(
                 env, "METRICS_PUBLISH_SECONDS", defaults.metrics_publish_seconds, shortest=0.01
             ),
@@ -146,3 +149,21 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str,
     if text not in choices:
         raise SettingsError(f"{name}={text!r} is not one of {', '.join(choices)}")
     return text
+
+
+def parse_bind(bind: str) -> tuple[str, int]:
+    """`host:port` (`[::]:9102` for IPv6) as a socket address; ValueError when it is none."""
+    host, colon, port = bind.rpartition(":")
+    if not colon or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{bind!r} is not host:port")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _bind(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, default).strip()
+    if value:
+        try:
+            parse_bind(value)
+        except ValueError as error:
+            raise SettingsError(f"{name}: {error}") from None
+    return value
