@@ -1215,3 +1215,25 @@ def test_the_dashboard_is_a_grafana_dashboard_with_the_panels_the_issue_asks_for
     config = find(MONITORING, "ConfigMap", "gpu-admission-dashboard")
     assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(config["data"]["gpu-admission.json"]) == dashboard
+
+
+def test_the_scan_role_lists_exactly_what_scan_reads_and_nothing_more() -> None:
+    from webhook.cli.scan import NAMESPACES, SCANNED
+
+    role = find("scan", "ClusterRole", "gpu-admission-scan")
+    granted = {
+        (group, resource)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if rule["verbs"] == ["list"]
+    }
+    assert all(rule["verbs"] == ["list"] for rule in role["rules"])
+    read = set()
+    for path in (NAMESPACES, *(path for path, _, _ in SCANNED)):
+        parts = path.strip("/").split("/")
+        group = "" if parts[0] == "api" else parts[1]
+        read.add((group, parts[-1]))
+    assert granted == read
+    for version in SCHEMA_VERSIONS:
+        kubernetes_validate.validate(role, version, strict=True)

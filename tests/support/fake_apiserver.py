@@ -9,6 +9,9 @@ call, answered in the shapes the real API uses, over plain HTTP on 127.0.0.1.
   Without a version (or "0") the stream starts with an ADDED event per namespace. With
   `timeoutSeconds` the stream ends then, after a BOOKMARK when `allowWatchBookmarks=true`.
 - `GET /api/v1/namespaces/{name}`: the Namespace, or the 404 `NotFound` Status.
+- `GET /api/v1/pods`, `/apis/apps/v1/deployments` and the other lists of WORKLOAD_PATHS across
+  namespaces: a page of `limit` items with an opaque `metadata.continue` while more are left,
+  and 410 `Expired` for a token from before a write.
 - `POST /api/v1/namespaces/{ns}/secrets`: 201 and the Secret, or 409 `AlreadyExists`.
 - `GET` and `PUT /api/v1/namespaces/{ns}/secrets/{name}`: a PUT whose resourceVersion is not the
   stored one gets 409 `Conflict`; one without a resourceVersion is unconditional, as for Secrets.
@@ -65,6 +68,18 @@ LEASES_PATH = re.compile(
     rf"^/apis/{re.escape(COORDINATION_GROUP)}/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$"
 )
 EVENTS_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
+# The workloads listed across namespaces, as `scan` reads them: path -> (apiVersion, list kind).
+WORKLOAD_PATHS = {
+    "/api/v1/pods": ("v1", "PodList"),
+    "/api/v1/podtemplates": ("v1", "PodTemplateList"),
+    "/api/v1/replicationcontrollers": ("v1", "ReplicationControllerList"),
+    "/apis/apps/v1/deployments": ("apps/v1", "DeploymentList"),
+    "/apis/apps/v1/statefulsets": ("apps/v1", "StatefulSetList"),
+    "/apis/apps/v1/daemonsets": ("apps/v1", "DaemonSetList"),
+    "/apis/apps/v1/replicasets": ("apps/v1", "ReplicaSetList"),
+    "/apis/batch/v1/jobs": ("batch/v1", "JobList"),
+    "/apis/batch/v1/cronjobs": ("batch/v1", "CronJobList"),
+}
 JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -123,6 +138,7 @@ class FakeApiServer:
         # The kinds a client may list and watch, by their collection's name in the path.
         self._namespaces: dict[str, Event] = {}
         self._nodes: dict[str, Event] = {}
+        self._workloads: dict[str, list[Event]] = {path: [] for path in WORKLOAD_PATHS}
         self._watched = {"namespaces": self._namespaces, "nodes": self._nodes}
         self._version = first_resource_version
         self._history: list[tuple[int, str, Event]] = []
@@ -668,6 +684,49 @@ class FakeApiServer:
                 "items": items,
             }
 
+    def add_workload(self, path: str, obj: Mapping[str, Any]) -> None:
+        """A Pod or workload for the list at `path` (one of WORKLOAD_PATHS), stored as given."""
+        with self._lock:
+            self._workloads[path].append(json.loads(json.dumps(dict(obj))))
+
+    def workload_page(self, path: str, query: Mapping[str, str]) -> tuple[int, Event]:
+        """A page of a workload list, as the apiserver pages a LIST: `limit` items at most, and
+        `metadata.continue` (opaque) with `remainingItemCount` while more are left. A token
+        from another list, or from before a write, is 410 `Expired`."""
+        api_version, kind = WORKLOAD_PATHS[path]
+        with self._lock:
+            stored = self._workloads[path]
+            version = str(self._version)
+            start = 0
+            token = query.get("continue", "")
+            if token:
+                token_path, token_version, offset = [*token.split("|"), "", "", ""][:3]
+                if token_path != path or token_version != version or not offset.isdigit():
+                    message = (
+                        "The provided continue parameter is too old to display a consistent "
+                        "list result."
+                    )
+                    return 410, status(410, "Expired", message)
+                start = int(offset)
+            limit = int(query.get("limit", "0") or "0")
+            end = len(stored) if limit <= 0 else min(len(stored), start + limit)
+            items = []
+            for obj in stored[start:end]:
+                item = json.loads(json.dumps(obj))
+                item.pop("kind", None)
+                item.pop("apiVersion", None)
+                items.append(item)
+            metadata: Event = {"resourceVersion": version}
+            if end < len(stored):
+                metadata["continue"] = f"{path}|{version}|{end}"
+                metadata["remainingItemCount"] = len(stored) - end
+            return 200, {
+                "kind": kind,
+                "apiVersion": api_version,
+                "metadata": metadata,
+                "items": items,
+            }
+
     def namespace(self, name: str) -> Event | None:
         with self._lock:
             found = self._namespaces.get(name)
@@ -852,6 +911,9 @@ class _Handler(BaseHTTPRequestHandler):
         watching = query.get("watch", "false")
         if watching not in TRUE_WORDS | FALSE_WORDS:
             self._send_json(400, status(400, "BadRequest", f"invalid watch: {watching!r}"))
+            return
+        if url.path in WORKLOAD_PATHS and watching in FALSE_WORDS:
+            self._send_json(*api.workload_page(url.path, query))
             return
         if url.path == NAMESPACES_PATH:
             if watching in TRUE_WORDS:

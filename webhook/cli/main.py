@@ -20,6 +20,8 @@ from webhook.cli.labels import parse_label_list
 from webhook.cli.lint import run_lint
 from webhook.cli.policy_tests import run_tests
 from webhook.cli.review import ReviewOptions, run_review
+from webhook.cli.scan import ScanOptions, run_scan
+from webhook.kube.label_modes import MODES
 
 PROG = "python -m webhook"
 INSTALLED_PROG = "gpu-admission"
@@ -51,6 +53,9 @@ def main(
             return run_lint(args.directory, stdout=stdout)
         if args.command == "review":
             return run_review(_review_options(args), stdin=stdin, stdout=stdout, stderr=stderr)
+        if args.command == "scan":
+            scanning = ScanOptions(args.policies, args.cluster, args.output)
+            return run_scan(scanning, stdout=stdout, stderr=stderr)
         if args.command == "advertise":
             options = advertise.options_from(args)
             return advertise.run_advertise(options, stdout=stdout, stderr=stderr)
@@ -159,6 +164,29 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "(default: policies)",
     )
     advertise.add_parser(commands, DEFAULT_POLICY_DIR)
+    scan = commands.add_parser(
+        "scan",
+        help="what the policies would do to a live cluster's pods and workloads",
+        description="List every Pod and workload of the cluster (read-only) and report, for "
+        "each, what the policies would do: denied (with the message), rewritten (the change "
+        "in one line) or untouched. Exit 0 when nothing would be denied, 1 when something "
+        "would, 2 when the cluster or the policies cannot be read.",
+    )
+    scan.add_argument(
+        "--policies",
+        type=Path,
+        default=DEFAULT_POLICY_DIR,
+        metavar="DIR",
+        help="the policy directory (default: policies)",
+    )
+    scan.add_argument(
+        "--cluster",
+        choices=MODES,
+        default="auto",
+        help="in-cluster (the pod's service account), kubeconfig (KUBECONFIG or ~/.kube/config), "
+        "or auto (in-cluster when in a pod, else the kubeconfig)",
+    )
+    scan.add_argument("-o", "--output", choices=("table", "json"), default="table")
     return parser
 
 

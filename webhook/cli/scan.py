@@ -1,0 +1,173 @@
+"""`gpu-admission scan`: what the current policies would do to every Pod and workload of a
+live cluster, read-only.
+
+It lists each kind the webhook judges in every namespace, page by page (`limit` and
+`continue`, as kubectl does), and the namespaces for their labels, then answers each object as
+a dry-run CREATE offline, as `review` does. An object is `denied` (with the message; also when
+a policy in Warn or Audit lets it through today), `rewritten` (the change in one line) or
+`untouched`. Exit 1 when something would be denied.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from webhook.admission.decide import ENFORCEMENT, WOULD_DENY
+from webhook.cli.admit import admit, review_body
+from webhook.cli.errors import InputError
+from webhook.cli.manifests import creation_review, read_manifest
+from webhook.cli.policies import load_policy_set
+from webhook.policy.namespace_labels import StaticNamespaceLabels
+
+PAGE_SIZE = 500
+# The kinds the webhook judges, as the API lists them across namespaces: (path, apiVersion, kind).
+SCANNED = (
+    ("/api/v1/pods", "v1", "Pod"),
+    ("/api/v1/podtemplates", "v1", "PodTemplate"),
+    ("/api/v1/replicationcontrollers", "v1", "ReplicationController"),
+    ("/apis/apps/v1/deployments", "apps/v1", "Deployment"),
+    ("/apis/apps/v1/statefulsets", "apps/v1", "StatefulSet"),
+    ("/apis/apps/v1/daemonsets", "apps/v1", "DaemonSet"),
+    ("/apis/apps/v1/replicasets", "apps/v1", "ReplicaSet"),
+    ("/apis/batch/v1/jobs", "batch/v1", "Job"),
+    ("/apis/batch/v1/cronjobs", "batch/v1", "CronJob"),
+)
+NAMESPACES = "/api/v1/namespaces"
+
+Result = Literal["denied", "rewritten", "untouched"]
+# GET of a path with its query, answering the decoded JSON body.
+Get = Callable[[str, Mapping[str, str]], Any]
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    policies: Path
+    mode: str = "auto"
+    output: Literal["table", "json"] = "table"
+    page_size: int = PAGE_SIZE
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    namespace: str
+    name: str
+    result: Result
+    policy: str
+    detail: str
+
+
+def run_scan(options: ScanOptions, *, stdout: TextIO, stderr: TextIO) -> int:
+    policies = load_policy_set(options.policies, used_by="scan")
+    get = _cluster_get(options.mode)
+    labels = {
+        (item.get("metadata") or {}).get("name", ""): (item.get("metadata") or {}).get("labels")
+        or {}
+        for item in list_all(get, NAMESPACES, options.page_size)
+    }
+    source = StaticNamespaceLabels(labels, reason="the namespace was not listed")
+    findings = [
+        _judge(item, api_version, kind, policies, source)
+        for path, api_version, kind in SCANNED
+        for item in list_all(get, path, options.page_size)
+    ]
+    if options.output == "json":
+        stdout.write(json.dumps([asdict(finding) for finding in findings], indent=2) + "\n")
+    else:
+        stdout.write(_table(findings))
+    denied = sum(finding.result == "denied" for finding in findings)
+    stderr.write(
+        f"{len(findings)} objects: {denied} would be denied, "
+        f"{sum(f.result == 'rewritten' for f in findings)} rewritten\n"
+    )
+    return 1 if denied else 0
+
+
+def list_all(get: Get, path: str, page_size: int = PAGE_SIZE) -> Iterator[dict[str, Any]]:
+    """Every item of a collection, page by page."""
+    token = ""
+    while True:
+        query = {"limit": str(page_size)}
+        if token:
+            query["continue"] = token
+        page = get(path, query)
+        yield from (item for item in page.get("items") or [] if isinstance(item, dict))
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return
+
+
+def _judge(
+    item: dict[str, Any], api_version: str, kind: str, policies: Any, labels: Any
+) -> Finding:
+    # The list encodes its items without apiVersion and kind.
+    obj = {"apiVersion": api_version, "kind": kind, **item}
+    obj.pop("status", None)
+    manifest = read_manifest(obj)
+    review = creation_review(manifest, manifest.namespace)
+    verdict = admit(review_body(review), policies, "mutate", labels).verdict
+    audit = verdict.audit_annotations
+    policy = audit.get("policy", "")
+    where = (kind, manifest.namespace, manifest.name)
+    if not verdict.allowed:
+        return Finding(*where, "denied", policy, verdict.message)
+    if WOULD_DENY in audit:
+        allowed_by = f"(allowed today: {audit.get(ENFORCEMENT, '')}) "
+        return Finding(*where, "denied", policy, allowed_by + audit[WOULD_DENY])
+    if verdict.patch:
+        detail = audit.get("rewritten") or f"{len(verdict.patch)} patch operations"
+        return Finding(*where, "rewritten", policy, detail)
+    return Finding(*where, "untouched", policy, "")
+
+
+def _table(findings: list[Finding]) -> str:
+    rows = [("KIND", "NAMESPACE/NAME", "RESULT", "POLICY", "DETAIL")]
+    rows += [
+        (f.kind, f"{f.namespace}/{f.name}", f.result, f.policy or "-", f.detail) for f in findings
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    lines = [
+        "  ".join([*(row[i].ljust(widths[i]) for i in range(4)), row[4]]).rstrip() for row in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _cluster_get(mode: str) -> Get:
+    """GET against the API `mode` selects (see NAMESPACE_LABELS), or InputError saying why
+    there is none."""
+    # Imported here: importing it loads the Kubernetes client.
+    from webhook.kube.client_config import api_client
+    from webhook.policy.namespace_labels import NoCluster
+
+    client = api_client(mode)
+    if isinstance(client, NoCluster):
+        raise InputError(f"no cluster to scan: {client.reason}")
+
+    def get(path: str, query: Mapping[str, str]) -> Any:
+        try:
+            method, url, headers, body, post = client.param_serialize(
+                "GET",
+                path,
+                query_params=list(query.items()),
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            response = client.call_api(method, url, headers, body, post, _request_timeout=(5, 60))
+            response.read()
+        except Exception as error:
+            raise InputError(f"GET {path}: {_short(error)}") from None
+        if not 200 <= response.status < 300:
+            raise InputError(f"GET {path}: HTTP {response.status} {response.reason}")
+        return json.loads(response.data or b"{}")
+
+    return get
+
+
+def _short(error: Exception) -> str:
+    from webhook.kube.api_errors import short_reason
+
+    return short_reason(error)
