@@ -7,6 +7,7 @@ from typing import Any
 
 import jsonpatch
 
+from webhook.admission.review import AdmissionRequest, decode_envelope, read_request
 from webhook.engine.evaluate import PodOutcome, evaluate_pod
 from webhook.engine.workloads import PodTemplateLocation
 from webhook.policy.defaults import SHARES_ANNOTATION
@@ -67,3 +68,21 @@ def mutated(
     validated = evaluate_pod(result, location, policy, "validate")
     assert validated.violations == () and validated.operations == (), validated
     return outcome, result
+
+
+def pod_request(obj: dict[str, Any], name: str = "p") -> AdmissionRequest:
+    """The request of a CREATE of this Pod in `default`, as `decide` takes it."""
+    envelope = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": name,
+            "namespace": "default",
+            "operation": "CREATE",
+            "object": obj,
+        },
+    }
+    return read_request(decode_envelope(json.dumps(envelope).encode()))

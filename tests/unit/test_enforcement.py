@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from tests.support.engine_objects import pod
+from tests.support.engine_objects import pod, pod_request
 from tests.support.generated_pods import POLICY
 from webhook.admission.decide import decide
-from webhook.admission.review import decode_envelope, read_request
 from webhook.policy.model import Enforcement
 from webhook.policy.policy_set import PolicySet
 from webhook.server.admission_log import verdict_name
 
 
-def request_for(obj: dict[str, Any]) -> Any:
-    envelope = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": "p",
-            "namespace": "default",
-            "operation": "CREATE",
-            "object": obj,
-        },
-    }
-    return read_request(decode_envelope(json.dumps(envelope).encode()))
-
-
 def judged(enforcement: Enforcement, limits: dict[str, str]) -> Any:
     policies = PolicySet((replace(POLICY, enforcement=enforcement),))
-    return decide(request_for(pod(limits)), policies, "mutate")
+    return decide(pod_request(pod(limits)), policies, "mutate")
 
 
 BROKEN = {"nvidia.com/gpu": "1.5"}

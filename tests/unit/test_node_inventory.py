@@ -3,17 +3,15 @@ MIG backend over the catalogue's, where it has seen some for the pod's model."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.engine_objects import mutated, pod
+from tests.support.engine_objects import mutated, pod, pod_request
 from tests.support.generated_pods import POD
 from webhook.admission.decide import decide
-from webhook.admission.review import read_request
 from webhook.engine.evaluate import evaluate_pod
 from webhook.engine.inventory import MigInventory
 from webhook.engine.outcome_cache import OutcomeCache
@@ -179,29 +177,11 @@ class Counting:
         return inventory_of("nvidia.com/mig-3g.20gb")
 
 
-def review_of(obj: dict[str, Any]) -> Any:
-    envelope = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "object": obj,
-        },
-    }
-    from webhook.admission.review import decode_envelope
-
-    return read_request(decode_envelope(json.dumps(envelope).encode()))
-
-
 def test_only_policies_whose_backend_reads_nodes_ask_for_the_snapshot() -> None:
     obj = pod({"example.com/vram": "6Gi"})
     for backend, asked in (("extended-resource", 0), ("mig", 1)):
         source = Counting()
-        decide(review_of(obj), PolicySet((example(backend),)), "mutate", None, source)
+        decide(pod_request(obj), PolicySet((example(backend),)), "mutate", None, source)
         assert source.asked == asked
 
 
