@@ -56,6 +56,7 @@ def test_the_metrics_port_serves_every_workers_counts_without_tls(tmp_path: Path
             time.sleep(0.2)  # each worker publishes its counts once a second
         assert admissions(text) == 6, text[-2000:]
         assert f'gpu_webhook_build_info{{version="{__version__}"}} 1.0' in text
+        assert "gpu_webhook_serving_certificate_expiry_timestamp_seconds " in text
         assert scrape(port, "/healthz") == (200, "ok\n")
         assert f"metrics on http://127.0.0.1:{port}/metrics" in server.log()
     finally:

@@ -121,3 +121,12 @@ def test_scan_without_a_cluster_is_an_input_error(monkeypatch: pytest.MonkeyPatc
     code = main(["scan", "--cluster", "kubeconfig"], stdout=out, stderr=err)
     assert code == 2
     assert err.getvalue().startswith("python -m webhook scan: no cluster to scan: ")
+
+
+def test_a_scan_the_cluster_forbids_says_which_role_it_needs(cluster: FakeApiServer) -> None:
+    cluster.forbid("list", "deployments")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["scan", "--cluster", "kubeconfig"], stdout=out, stderr=err)
+    assert code == 2
+    assert "GET /apis/apps/v1/deployments: HTTP 403 deployments.apps is forbidden" in err.getvalue()
+    assert "ClusterRole gpu-admission-scan" in err.getvalue()

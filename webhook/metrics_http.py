@@ -7,6 +7,7 @@ never holds one for long; the caller's `render` gives the metrics text.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,12 +17,17 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 TIMEOUT_SECONDS = 5
 
 
+class _ThreadingHTTPServer6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 class MetricsServer:
     """`GET /metrics` and `GET /healthz` over plain HTTP on a daemon thread."""
 
     def __init__(self, render: Callable[[], bytes], host: str, port: int) -> None:
         handler = _handler_for(render)
-        self._httpd = ThreadingHTTPServer((host, port), handler)
+        server_class = _ThreadingHTTPServer6 if ":" in host else ThreadingHTTPServer
+        self._httpd = server_class((host, port), handler)
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
 

@@ -93,10 +93,25 @@ def format_decimal(amount: Fraction, places: int) -> str:
     return f"{whole}.{part:0{places}d}".rstrip("0")
 
 
-def same_amount(written: object, amount: str | int) -> bool:
-    """Whether `written` (a quantity as a manifest may hold it: 4096, "4096", "4Ki") is the
-    amount `amount`; False for anything that is no quantity."""
+def quantity_or_none(written: object) -> Fraction | None:
+    """`written` as a quantity when it is one (a string or an integer, as a manifest may hold
+    it: 4096, "4096", "4Ki"), else None."""
+    if isinstance(written, bool) or not isinstance(written, str | int):
+        return None
     try:
-        return isinstance(written, str | int) and parse_quantity(written) == parse_quantity(amount)
+        return parse_quantity(written)
     except QuantityError:
-        return False
+        return None
+
+
+def same_amount(written: object, amount: str | int) -> bool:
+    """Whether `written` is a quantity equal to `amount`."""
+    found = quantity_or_none(written)
+    return found is not None and found == quantity_or_none(amount)
+
+
+def plain_int(text: object) -> int | None:
+    """The whole number a string of plain ASCII digits says (no sign, no suffix), else None."""
+    if isinstance(text, str) and text.isascii() and text.isdigit():
+        return int(text)
+    return None

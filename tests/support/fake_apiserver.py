@@ -440,6 +440,9 @@ class FakeApiServer:
             )
         elif events:
             resource, namespace = "events", events[1]
+        elif path in WORKLOAD_PATHS:
+            parts = path.strip("/").split("/")
+            resource, group = parts[-1], "" if parts[0] == "api" else parts[1]
         else:
             return None
         if method == "GET":

@@ -19,7 +19,7 @@ from webhook.server.metrics import (
     WebhookMetrics,
     kind_label,
 )
-from webhook.server.settings import Settings
+from webhook.server.settings import Settings, SettingsError
 
 # On, between and beyond the bucket bounds: Prometheus buckets count values at or below them.
 DURATIONS = (0.0001, 0.0005, 0.0007, 0.001, 0.003, 0.01, 0.2, 1.0, 2.5, 0.0005, 0.0)
@@ -191,7 +191,7 @@ def test_a_metrics_fault_in_the_request_is_logged_not_raised(
     def full_disk(*_: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(metrics, "_admission_count", full_disk)
+    monkeypatch.setattr(metrics, "_count", full_disk)
     metrics.admitted(record(*ANSWERS[0], 0.002))
     assert "could not update the admission metrics" in caplog.text
     assert "No space left on device" in caplog.text
@@ -202,6 +202,8 @@ def test_metrics_publish_seconds_is_read() -> None:
     assert Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0"}).metrics_publish_seconds == 0
     chosen = Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0.25"})
     assert chosen.metrics_publish_seconds == 0.25
+    with pytest.raises(SettingsError, match="METRICS_PUBLISH_SECONDS"):
+        Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0.001"})
     # What it refuses: test_policy_store's test_a_bad_interval_is_refused.
 
 

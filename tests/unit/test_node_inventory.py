@@ -166,6 +166,10 @@ def test_an_outcome_is_kept_for_the_snapshot_it_was_judged_under() -> None:
     large = inventory_of("nvidia.com/mig-3g.20gb", version=8)
     assert cache.evaluate(obj, POD, parts, policy, "mutate", large) != small
     assert cache.evaluate(obj, POD, parts, policy, "mutate", inventory_of("x")) is small
+    # A new snapshot is judged afresh, even where it gives the same answer.
+    fresh = inventory_of("nvidia.com/mig-2g.10gb", version=9)
+    again = cache.evaluate(obj, POD, parts, policy, "mutate", fresh)
+    assert again == small and again is not small
 
 
 class Counting:

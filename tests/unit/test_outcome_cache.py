@@ -161,7 +161,7 @@ def test_every_part_of_a_pod_the_engine_reads_is_in_the_outcome_key() -> None:
                 for key in noted:
                     read_by_engine.setdefault(key, case_id)
         for policy in policies[directory]:
-            gives_labels = policy.sharing is not None and bool(policy.sharing.labels_given)
+            gives_labels = policy.sharing is not None and policy.sharing.gives_labels
             keyed = _noting(obj, location, read_for_key)
             engine_input(location, pod_parts(keyed, location), gives_labels)
     # The scenarios reach every reader there is: a share reads the runtimeClassName.

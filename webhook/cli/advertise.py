@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from webhook.bind_address import parse_bind
 from webhook.cli.errors import InputError
 
 DEFAULT_LEASE_NAME = "gpu-vram-advertiser"
@@ -303,7 +304,7 @@ def _positive_float(text: str) -> float:
 
 
 def _host_port(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
-    return host or "0.0.0.0", int(port)
+    try:
+        return parse_bind(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

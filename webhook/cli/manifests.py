@@ -8,13 +8,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS, pod_template_location
+from webhook.engine.workloads import pod_template_location
 
 ADMISSION_REVIEW_KIND = "AdmissionReview"
 DEFAULT_NAMESPACE = "default"
 
 # The resource names of the kinds the webhook handles, as a request's `resource` names them.
-_RESOURCES = {
+RESOURCES = {
     "Pod": "pods",
     "PodTemplate": "podtemplates",
     "ReplicationController": "replicationcontrollers",
@@ -68,11 +68,6 @@ def read_manifest(content: Any) -> Manifest:
     return Manifest(group, version, kind, name, namespace, content)
 
 
-def handled_kinds() -> str:
-    """The kinds the webhook judges, for messages: `Pod, PodTemplate, ...`."""
-    return ", ".join(kind for _, kind in POD_TEMPLATE_LOCATIONS)
-
-
 def creation_review(manifest: Manifest, namespace: str) -> dict[str, Any]:
     """A dry-run CREATE of `manifest` in `namespace`, as an admission.k8s.io/v1 AdmissionReview.
     The object is sent as written: offline, no apiserver defaulting has happened."""
@@ -80,7 +75,7 @@ def creation_review(manifest: Manifest, namespace: str) -> dict[str, Any]:
     resource = {
         "group": manifest.group,
         "version": manifest.version,
-        "resource": _RESOURCES.get(manifest.kind, manifest.kind.lower() + "s"),
+        "resource": RESOURCES.get(manifest.kind, manifest.kind.lower() + "s"),
     }
     return {
         "apiVersion": "admission.k8s.io/v1",

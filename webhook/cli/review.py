@@ -70,40 +70,32 @@ def run_review(options: ReviewOptions, *, stdin: TextIO, stdout: TextIO, stderr:
     exit_code = 0
     for submission in submissions:
         if submission.note:
+            # A kind the webhook does not judge: emitted as written, in its place.
             _write(stderr, f"{submission.where}: {submission.note}\n")
-            if options.diff:
+            original = admitted = submission.passthrough
+        else:
+            admission = admit(submission.body, policies, options.mode, labels)
+            original = admission.envelope.request.get("object")
+            admitted = _patched(original, admission.verdict.patch, submission.where)
+            _write(stderr, _report(submission.where, admission))
+            if not admission.verdict.allowed:
+                exit_code = 1
                 continue
-            if options.output == "json" and several:
-                listed.append(submission.passthrough)
-            else:
-                _write(
-                    stdout,
-                    ("---\n" if printed else "") + dump(submission.passthrough, options.output),
-                )
-                printed += 1
-            continue
-        admission = admit(submission.body, policies, options.mode, labels)
-        original = admission.envelope.request.get("object")
-        mutated = _patched(original, admission.verdict.patch, submission.where)
-        _write(stderr, _report(submission.where, admission))
-        if not admission.verdict.allowed:
-            exit_code = 1
-            continue
-        if original is None:
-            continue
+            if original is None:
+                continue
         if options.diff:
             lines = unified_diff(
                 original,
-                mutated,
+                admitted,
                 options.output,
                 before_name=f"{submission.where} (as written)",
                 after_name=f"{submission.where} (as admitted)",
             )
             _write(stdout, "".join(line + "\n" for line in lines))
         elif options.output == "json" and several:
-            listed.append(mutated)
+            listed.append(admitted)
         else:
-            _write(stdout, ("---\n" if printed else "") + dump(mutated, options.output))
+            _write(stdout, ("---\n" if printed else "") + dump(admitted, options.output))
             printed += 1
     if listed:
         _write(stdout, dump({"apiVersion": "v1", "kind": "List", "items": listed}, "json"))

@@ -19,26 +19,32 @@ from typing import Any, Literal, TextIO
 from webhook.admission.decide import ENFORCEMENT, WOULD_DENY
 from webhook.cli.admit import admit, review_body
 from webhook.cli.errors import InputError
-from webhook.cli.manifests import creation_review, read_manifest
+from webhook.cli.manifests import RESOURCES, creation_review, read_manifest
 from webhook.cli.policies import load_policy_set
+from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
 from webhook.policy.namespace_labels import StaticNamespaceLabels
 
 PAGE_SIZE = 500
-# The kinds the webhook judges, as the API lists them across namespaces: (path, apiVersion, kind).
-SCANNED = (
-    ("/api/v1/pods", "v1", "Pod"),
-    ("/api/v1/podtemplates", "v1", "PodTemplate"),
-    ("/api/v1/replicationcontrollers", "v1", "ReplicationController"),
-    ("/apis/apps/v1/deployments", "apps/v1", "Deployment"),
-    ("/apis/apps/v1/statefulsets", "apps/v1", "StatefulSet"),
-    ("/apis/apps/v1/daemonsets", "apps/v1", "DaemonSet"),
-    ("/apis/apps/v1/replicasets", "apps/v1", "ReplicaSet"),
-    ("/apis/batch/v1/jobs", "batch/v1", "Job"),
-    ("/apis/batch/v1/cronjobs", "batch/v1", "CronJob"),
+# The kinds the webhook judges, as the API lists them across namespaces (all are v1 of their
+# group): (path, apiVersion, kind).
+SCANNED = tuple(
+    (
+        f"/apis/{group}/v1/{RESOURCES[kind]}" if group else f"/api/v1/{RESOURCES[kind]}",
+        f"{group}/v1" if group else "v1",
+        kind,
+    )
+    for group, kind in POD_TEMPLATE_LOCATIONS
 )
 NAMESPACES = "/api/v1/namespaces"
 
 Result = Literal["denied", "rewritten", "untouched"]
+# What to do about an answer that is no list, by its HTTP status.
+_HINTS = {
+    401: "; the credentials were refused: check the kubeconfig's user or token",
+    403: "; the scan may only list what deploy/scan's ClusterRole gpu-admission-scan grants: "
+    "bind it to whoever runs the scan",
+    410: "; the list changed while it was read page by page: run the scan again",
+}
 # GET of a path with its query, answering the decoded JSON body.
 Get = Callable[[str, Mapping[str, str]], Any]
 
@@ -64,11 +70,10 @@ class Finding:
 def run_scan(options: ScanOptions, *, stdout: TextIO, stderr: TextIO) -> int:
     policies = load_policy_set(options.policies, used_by="scan")
     get = _cluster_get(options.mode)
-    labels = {
-        (item.get("metadata") or {}).get("name", ""): (item.get("metadata") or {}).get("labels")
-        or {}
-        for item in list_all(get, NAMESPACES, options.page_size)
-    }
+    labels = {}
+    for item in list_all(get, NAMESPACES, options.page_size):
+        metadata = item.get("metadata") or {}
+        labels[metadata.get("name", "")] = metadata.get("labels") or {}
     source = StaticNamespaceLabels(labels, reason="the namespace was not listed")
     findings = [
         _judge(item, api_version, kind, policies, source)
@@ -140,6 +145,9 @@ def _cluster_get(mode: str) -> Get:
     """GET against the API `mode` selects (see NAMESPACE_LABELS), or InputError saying why
     there is none."""
     # Imported here: importing it loads the Kubernetes client.
+    from kubernetes.client.exceptions import ApiException
+
+    from webhook.kube.api_errors import short_reason
     from webhook.kube.client_config import api_client
     from webhook.policy.namespace_labels import NoCluster
 
@@ -159,15 +167,14 @@ def _cluster_get(mode: str) -> Get:
             response = client.call_api(method, url, headers, body, post, _request_timeout=(5, 60))
             response.read()
         except Exception as error:
-            raise InputError(f"GET {path}: {_short(error)}") from None
+            raise InputError(f"GET {path}: {short_reason(error)}") from None
         if not 200 <= response.status < 300:
-            raise InputError(f"GET {path}: HTTP {response.status} {response.reason}")
-        return json.loads(response.data or b"{}")
+            # The apiserver's own words, from the Status it answered with.
+            why = short_reason(ApiException(http_resp=response))
+            raise InputError(f"GET {path}: {why}{_HINTS.get(response.status, '')}")
+        try:
+            return json.loads(response.data or b"{}")
+        except ValueError:
+            raise InputError(f"GET {path}: the answer is not JSON") from None
 
     return get
-
-
-def _short(error: Exception) -> str:
-    from webhook.kube.api_errors import short_reason
-
-    return short_reason(error)

@@ -103,8 +103,9 @@ def stored_violations(plan: PodPlan) -> list[Violation]:
             found.append(
                 Violation(
                     "not-rewritten",
-                    f"the pod lacks {', '.join(missing)}, which {plan.why} gives a share: check "
-                    "that the mutating webhook is registered for this object",
+                    f'the pod lacks {", ".join(missing)}, which policy "{plan.policy.name}" '
+                    "sets for its share of a GPU: check that the mutating webhook is registered "
+                    "for this object",
                 )
             )
     return found

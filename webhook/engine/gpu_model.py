@@ -16,6 +16,7 @@ from webhook.engine.findings import Violation
 from webhook.engine.pod_spec import MalformedObject, PodView
 from webhook.engine.share_record import ShareRecord
 from webhook.engine.workloads import Path
+from webhook.policy.catalogue import product_names
 from webhook.policy.model import GpuModel, Sharing
 
 
@@ -87,7 +88,7 @@ def _unnamed(sharing: Sharing, policy_name: str, record: ShareRecord) -> ModelCh
 
 
 def _known(sharing: Sharing) -> str:
-    return "known: " + ", ".join(dict.fromkeys(model.product for model in sharing.models.values()))
+    return "known: " + product_names(sharing.models)
 
 
 def _named_models(pod: PodView, sharing: Sharing, *, ignore_selector: bool) -> set[str] | None:

@@ -11,7 +11,7 @@ from typing import Any
 from webhook.engine.backends.rendering import ShareBackend
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.pod_spec import CONTAINER_LISTS, Container, MalformedObject, PodView
-from webhook.engine.share_record import ShareRecord
+from webhook.engine.share_record import NO_RECORD, ShareRecord
 from webhook.engine.shares import MIB
 from webhook.policy.defaults import (
     FRACTION_ANNOTATION,
@@ -21,7 +21,15 @@ from webhook.policy.defaults import (
     SHARES_ANNOTATION,
 )
 from webhook.policy.model import FractionHandling, Policy
-from webhook.quantity import QuantityError, is_binary_suffix, parse_quantity, same_amount, suffix_of
+from webhook.quantity import (
+    QuantityError,
+    is_binary_suffix,
+    parse_quantity,
+    plain_int,
+    quantity_or_none,
+    same_amount,
+    suffix_of,
+)
 
 _ABSENT = object()
 # A share asked for by annotation, or the record of one the webhook wrote (which a policy of
@@ -87,12 +95,11 @@ def mentions_gpu(pod: PodView, policy: Policy) -> bool:
 def read_gpu_requests(
     pod: PodView,
     policy: Policy,
-    record: ShareRecord | None = None,
+    record: ShareRecord = NO_RECORD,
     backend: ShareBackend | None = None,
 ) -> GpuRequests:
     """`record`: what the webhook wrote before, whose resources read back as the share they
     were written for; `backend`: the policy's, which reads its own dialect."""
-    record = record or _NO_RECORD
     found = GpuRequests()
     for container in pod.containers:
         claimed = _recorded_share(container, policy, record, found)
@@ -120,7 +127,8 @@ def _recorded_share(
     entry = record.containers.get(container.name)
     if sharing is None or entry is None or not entry.given:
         return frozenset()  # records from before backends: the VRAM resource reads as itself
-    if not (entry.mib.isascii() and entry.mib.isdigit()) or int(entry.mib) == 0:
+    mib = plain_int(entry.mib)
+    if not mib:
         return frozenset()  # a record edited by hand counts as none
     given = entry.given
     for resource, amount in given.items():
@@ -133,7 +141,7 @@ def _recorded_share(
     memory = sharing.memory_resources
     named = next((resource for resource in given if resource in memory), next(iter(given)))
     # In the policy's unit now, whatever it was when written (rounded down: never more).
-    units = max(1, int(entry.mib) // sharing.mib_per_unit)
+    units = max(1, mib // sharing.mib_per_unit)
     found.shares.append(
         ShareIntent(container, "vram", named, entry.vram, None, units, in_requests, recorded=True)
     )
@@ -143,9 +151,6 @@ def _recorded_share(
 def _gpu_resources_of(container: Container, policy: Policy) -> list[str]:
     names = dict.fromkeys([*container.limits, *container.requests])
     return [name for name in names if policy.is_vram(name) or policy.governing(name)]
-
-
-_NO_RECORD = ShareRecord()
 
 
 def _check_resource(
@@ -351,7 +356,7 @@ def _read_share_annotation(
         if units is None:
             return
     where = f"annotation {annotation}"
-    container = _annotated_container(pod, found)
+    container = _annotated_container(pod, found, annotation)
     if container is None:
         return
     resource = next(
@@ -393,10 +398,7 @@ def _read_share_annotation(
 
 
 def _annotated_fraction(written: object, found: GpuRequests) -> Fraction | None:
-    try:
-        fraction = parse_quantity(written) if isinstance(written, str) else None
-    except QuantityError:
-        fraction = None
+    fraction = quantity_or_none(written) if isinstance(written, str) else None
     if fraction is None or not 0 < fraction < 1:
         found.violations.append(
             Violation(
@@ -412,9 +414,7 @@ def _annotated_fraction(written: object, found: GpuRequests) -> Fraction | None:
 def _annotated_memory(written: object, policy: Policy, found: GpuRequests) -> int | None:
     """The policy's units for `gpu-memory`, which KAI reads as MiB written in plain digits."""
     where = f'annotation {MEMORY_ANNOTATION} "{written}"'
-    mib = (
-        int(written) if isinstance(written, str) and written.isascii() and written.isdigit() else 0
-    )
+    mib = plain_int(written) or 0
     if mib <= 0:
         found.violations.append(
             Violation(
@@ -440,13 +440,17 @@ def _annotated_memory(written: object, policy: Policy, found: GpuRequests) -> in
     return units
 
 
-def _annotated_container(pod: PodView, found: GpuRequests) -> Container | None:
+def _annotated_container(pod: PodView, found: GpuRequests, annotation: str) -> Container | None:
     name = pod.annotations.get(FRACTION_CONTAINER_ANNOTATION)
     if name is None:
         container = pod.first_container()
         if container is None:
             found.violations.append(
-                Violation("annotation-container", "a share annotation: the pod has no container")
+                Violation(
+                    "annotation-container",
+                    f"annotation {annotation} asks for a share of a GPU, but the pod has no "
+                    "container",
+                )
             )
         return container
     container = pod.container_named(name) if isinstance(name, str) else None

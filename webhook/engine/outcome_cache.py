@@ -57,7 +57,7 @@ class OutcomeCache:
         """What `evaluate_pod` says of this pod (whose `pod_parts` are given), without its
         `document`. A pod is read into a `PodView` only when it is judged. `inventory`: the
         nodes' snapshot, whose version is part of the key."""
-        gives_labels = policy.sharing is not None and bool(policy.sharing.labels_given)
+        gives_labels = policy.sharing is not None and policy.sharing.gives_labels
         text = engine_input(location, parts, gives_labels)
         # Absent and null metadata read alike but are patched differently: a key part of its own
         # says which, rather than a copy of the text with a prefix.

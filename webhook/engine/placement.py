@@ -115,21 +115,6 @@ def remove_tolerations(
     return [key for _, key in removed]
 
 
-def remove_node_selector_entries(
-    recorder: PatchRecorder,
-    pod: PodView,
-    recorded: Mapping[str, str],
-    wanted: Mapping[str, str],
-) -> list[str]:
-    """Remove the recorded nodeSelector entries nothing wants now, where the pod still has the
-    value the webhook wrote; the keys removed are returned."""
-    path = (*pod.location.spec, "nodeSelector")
-    removed = stale_selector_keys(pod, recorded, wanted)
-    for key in removed:
-        recorder.remove((*path, key))
-    return removed
-
-
 def stale_selector_keys(
     pod: PodView, recorded: Mapping[str, str], wanted: Mapping[str, str]
 ) -> list[str]:

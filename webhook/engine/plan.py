@@ -28,7 +28,7 @@ from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.share_record import ShareRecord
 from webhook.engine.shares import SizedShare, size_share
 from webhook.policy.model import Policy, Sharing
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.quantity import same_amount
 
 ContainerKey = tuple[str, int]
 
@@ -194,10 +194,7 @@ def is_recorded(record: ShareRecord, intent: ShareIntent) -> bool:
     recorded = record.vram_of(intent.container.name)
     if intent.source != "vram" or recorded is None or intent.vram_units is None:
         return False
-    try:
-        return parse_quantity(recorded) == intent.vram_units
-    except QuantityError:
-        return False
+    return same_amount(recorded, intent.vram_units)
 
 
 def _asked(record: ShareRecord, share: SizedShare) -> str:

@@ -22,7 +22,6 @@ from webhook.engine.patch import PatchRecorder
 from webhook.engine.placement import (
     merge_node_selector,
     merge_tolerations,
-    remove_node_selector_entries,
     remove_tolerations,
     resource_toleration,
     still_present_tolerations,
@@ -37,7 +36,7 @@ from webhook.engine.pod_spec import (
 )
 from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.policy.defaults import POLICY_ANNOTATION, SHARES_ANNOTATION
-from webhook.policy.model import BACKEND_LABELS, Placement, Toleration
+from webhook.policy.model import BACKEND_LABELS, Toleration
 from webhook.quantity import same_amount
 
 
@@ -75,7 +74,7 @@ class _Writer:
         placement = plan.policy.whole_gpu
         wanted = wanted_tolerations(placement, [gpu.resource for gpu in plan.whole])
         if plan.stale or self.record.containers:
-            self._drop_record(wanted, placement)
+            self._drop_record(wanted)
         if plan.whole:
             self._place(placement.node_selector, wanted)
 
@@ -94,7 +93,7 @@ class _Writer:
         if resource in requests:
             self.recorder.remove((*resources, "requests", resource))
 
-    def _drop_record(self, wanted: list[Toleration], placement: Placement) -> None:
+    def _drop_record(self, wanted: list[Toleration]) -> None:
         """Remove what the record says the webhook added for a share, where nothing wants it
         now, and the record itself."""
         sharing = self.plan.sharing
@@ -109,9 +108,7 @@ class _Writer:
             self.recorder.remove((*spec, "runtimeClassName"))
         added = [*self.record.tolerations, *self._recorded_resource_tolerations()]
         remove_tolerations(self.recorder, self.pod, added, wanted)
-        remove_node_selector_entries(
-            self.recorder, self.pod, self.record.node_selector, placement.node_selector
-        )
+        self._remove_gone_selector()
         self._render_pod_fields(Rendering({}))
         annotations = (*self.pod.location.metadata, "annotations")
         for key in (SHARES_ANNOTATION, POLICY_ANNOTATION):
@@ -341,6 +338,11 @@ class _Writer:
         added_selector = merge_node_selector(self.recorder, self.pod, selector, gone)
         return merge_tolerations(self.recorder, self.pod, tolerations), added_selector
 
+    def _remove_gone_selector(self) -> None:
+        """The nodeSelector entries the plan found the webhook set and nothing wants now."""
+        for key in self.plan.gone_selector:
+            self.recorder.remove((*self.pod.location.spec, "nodeSelector", key))
+
     def _place_share(self) -> tuple[list[Toleration], dict[str, str]]:
         """Place the shares, and keep track of the policy's own tolerations and nodeSelector
         entries the webhook added (the resources' tolerations are recognised as they are):
@@ -351,9 +353,7 @@ class _Writer:
         wanted = wanted_tolerations(placement, resources)
         stale = [*self.record.tolerations, *self._recorded_resource_tolerations(resources)]
         remove_tolerations(self.recorder, self.pod, stale, wanted)
-        remove_node_selector_entries(
-            self.recorder, self.pod, self.record.node_selector, placement.node_selector
-        )
+        self._remove_gone_selector()
         extras = list(placement.tolerations)
         kept_tolerations = still_present_tolerations(self.pod, self.record.tolerations, extras)
         # An entry not removed that still holds the recorded value is one the policy wants.

@@ -17,10 +17,10 @@ from types import MappingProxyType
 
 from kubernetes.client import ApiClient, CoreV1Api
 
-from webhook.engine.backends.mig import MIG_RESOURCE_PREFIX
 from webhook.engine.inventory import NO_INVENTORY, Advertised, InventorySource, MigInventory
 from webhook.kube.informer import Backoff, Informer, InformerBacked, KubeObject
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.policy.model import MIG_RESOURCE_PREFIX
+from webhook.quantity import plain_int, quantity_or_none
 
 log = logging.getLogger("webhook")
 
@@ -50,16 +50,12 @@ def node_gpus(node: KubeObject) -> NodeGpus | None:
 
 
 def _positive(amount: object) -> bool:
-    try:
-        return isinstance(amount, str | int) and parse_quantity(amount) > 0
-    except QuantityError:
-        return False
+    found = quantity_or_none(amount)
+    return found is not None and found > 0
 
 
 def _mib(label: object) -> int | None:
-    if isinstance(label, str) and label.isascii() and label.isdigit() and int(label) > 0:
-        return int(label)
-    return None
+    return plain_int(label) or None
 
 
 def _union(held: Advertised, more: Advertised) -> Advertised:
@@ -161,14 +157,17 @@ def node_inventory_source(mode: str) -> InventorySource:
     """A started `NodeInventory` on the API `mode` selects, or `NoNodes` saying why there is
     none; a policy's MIG shares are then chosen from the catalogue alone."""
     # Imported here: the client configuration module loads what namespace labels need too.
-    from webhook.kube.client_config import api_client
+    from webhook.kube.client_config import NOT_CONFIGURED, api_client
     from webhook.policy.namespace_labels import NoCluster
 
     if mode == "off":
         return NoNodes("reading nodes is off (NODE_INVENTORY=off)")
     client = api_client(mode)
     if isinstance(client, NoCluster):
-        log.warning("MIG profiles come from the catalogue: %s", client.reason)
+        # Quiet where no cluster is configured at all (make run on a laptop), as namespace
+        # labels are; a configuration that does not load is worth a warning.
+        if client.reason != NOT_CONFIGURED:
+            log.warning("MIG profiles come from the catalogue: %s", client.reason)
         return NoNodes(client.reason)
     inventory = NodeInventory(client)
     inventory.start()

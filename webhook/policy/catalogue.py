@@ -127,6 +127,11 @@ def catalogue_models(
     return models_by_label(models.values()), problems
 
 
+def product_names(models: Mapping[str, GpuModel]) -> str:
+    """The products of models held by product and alias, once each, for messages."""
+    return ", ".join(dict.fromkeys(model.product for model in models.values()))
+
+
 @cache
 def built_in_catalogue() -> Catalogue:
     documents = read_documents(BUILT_IN_FILE.read_text(encoding="utf-8"), str(BUILT_IN_FILE))

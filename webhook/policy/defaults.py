@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from webhook.policy import model
 from webhook.policy.model import EnvTemplate, FractionHandling, GovernedResource
 
 API_GROUP = "gpu-admission.example.com"
@@ -43,5 +42,3 @@ FRACTION_ANNOTATION = "gpu-fraction"
 MEMORY_ANNOTATION = "gpu-memory"
 SHARE_ANNOTATIONS = (FRACTION_ANNOTATION, MEMORY_ANNOTATION)
 FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
-# The label that puts a pod in a KAI Scheduler queue.
-KAI_QUEUE_LABEL = model.KAI_QUEUE_LABEL

@@ -27,6 +27,7 @@ from webhook.policy.catalogue import (
     is_catalogue,
     model_from_entry,
     models_by_label,
+    product_names,
 )
 from webhook.policy.defaults import (
     BUILT_IN_POLICY_NAME,
@@ -36,6 +37,7 @@ from webhook.policy.defaults import (
 )
 from webhook.policy.label_selectors import LabelSelector, ValueSet, requirement
 from webhook.policy.model import (
+    MIG_RESOURCE_PREFIX,
     Backend,
     Enforcement,
     EnvTemplate,
@@ -140,7 +142,8 @@ def _besides(schema: list[PolicyProblem], builder: _PolicyBuilder) -> list[Polic
     """The checks a schema cannot express, on a document the schema refused, so that one run
     reports every problem: those of the fields the schema did not fault. The builder expects a
     schema-valid document and may stop part-way on this one; what it found so far counts."""
-    with contextlib.suppress(Exception):
+    # What a document of the wrong shape makes the builder raise; any other error is a bug.
+    with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError, IndexError):
         builder.build()
     faulted = [problem.field for problem in schema]
     return [
@@ -314,7 +317,7 @@ class _PolicyBuilder:
             self._check_mig(models, resources, base)
         default_model = block.get("defaultModel")
         if default_model is not None and default_model not in models:
-            known = ", ".join(dict.fromkeys(model.product for model in models.values()))
+            known = product_names(models)
             self.report((*base, "defaultModel"), f"{default_model!r} is not in models ({known})")
         placement = self._placement(block.get("placement", {}), (*base, "placement"))
         if model_label in placement.node_selector:
@@ -373,7 +376,7 @@ class _PolicyBuilder:
     def _shared_resource(
         self, block: Mapping[str, Any], resources: tuple[GovernedResource, ...]
     ) -> str:
-        name: str = block.get("sharedResource", "nvidia.com/gpu.shared")
+        name: str = block.get("sharedResource", Sharing.shared_resource)
         path = ("spec", "sharing", "sharedResource")
         problem = extended_resource_problem(name)
         if problem:
@@ -389,10 +392,10 @@ class _PolicyBuilder:
 
     def _hami(self, block: Mapping[str, Any], path: FieldPath) -> HamiSettings:
         names = {
-            "countResource": block.get("countResource", "nvidia.com/gpu"),
-            "memoryResource": block.get("memoryResource", "nvidia.com/gpumem"),
-            "percentageResource": block.get("percentageResource", "nvidia.com/gpumem-percentage"),
-            "coresResource": block.get("coresResource", "nvidia.com/gpucores"),
+            "countResource": block.get("countResource", HamiSettings.count_resource),
+            "memoryResource": block.get("memoryResource", HamiSettings.memory_resource),
+            "percentageResource": block.get("percentageResource", HamiSettings.percentage_resource),
+            "coresResource": block.get("coresResource", HamiSettings.cores_resource),
         }
         for key, name in names.items():
             problem = extended_resource_problem(name)
@@ -420,7 +423,8 @@ class _PolicyBuilder:
             return None
         if not is_label_value(settings["queue"]):
             self.report((*base, "kai", "queue"), f"{settings['queue']!r} is not a label value")
-        return KaiSettings(settings["queue"], settings.get("schedulerName", "kai-scheduler"))
+        scheduler = settings.get("schedulerName", KaiSettings.scheduler_name)
+        return KaiSettings(settings["queue"], scheduler)
 
     def _check_mig(
         self,
@@ -430,8 +434,7 @@ class _PolicyBuilder:
     ) -> None:
         if not any(model.mig_profiles for model in models.values()):
             self.report((*base, "models"), "the MIG backend needs migProfiles on the models")
-        family = "nvidia.com/mig-"
-        if not any(r.is_family and family.startswith(r.name[:-1]) for r in resources):
+        if not any(r.is_family and MIG_RESOURCE_PREFIX.startswith(r.name[:-1]) for r in resources):
             self.report(
                 ("spec", "gpuResources"),
                 "the MIG backend gives nvidia.com/mig-<profile> devices: govern nvidia.com/mig-*",
@@ -460,7 +463,7 @@ class _PolicyBuilder:
             if isinstance(entry, str):
                 found = self.catalogue.get(entry)
                 if found is None:
-                    known = ", ".join(dict.fromkeys(m.product for m in self.catalogue.values()))
+                    known = product_names(self.catalogue)
                     self.report(path, f"{entry!r} is not in the GPU model catalogue ({known})")
                     continue
                 model = found

@@ -18,6 +18,8 @@ from webhook.policy.label_selectors import LabelSelector
 from webhook.policy.namespace_patterns import PROTECTED_NAMESPACE
 from webhook.policy.scope import AdmissionTarget, Match, Scope
 
+# What the NVIDIA device plugin calls a MIG device under the mixed strategy: <prefix><profile>.
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 # The resource Aliyun's gpushare device plugin advertises and its extender schedules.
 GPUSHARE_RESOURCE = "aliyun.com/gpu-mem"
 # KAI Scheduler's queue label (defaults.py holds the product's names; this module is below it).
@@ -203,10 +205,11 @@ class Sharing:
         """Whether the server reads the nodes for this policy: the MIG profiles they offer."""
         return self.backend is Backend.MIG
 
-    @property
-    def labels_given(self) -> tuple[str, ...]:
-        """The pod labels this policy's backend gives a pod that has none of them."""
-        return (KAI_QUEUE_LABEL,) if self.backend is Backend.KAI else ()
+    @cached_property
+    def gives_labels(self) -> bool:
+        """Whether this policy's backend gives a pod labels (KAI's queue), so that whether
+        the pod has a labels map decides its patch."""
+        return self.backend is Backend.KAI
 
     @cached_property
     def memory_resources(self) -> frozenset[str]:

@@ -40,12 +40,13 @@ from gunicorn import glogging
 from gunicorn import sock as gunicorn_sock
 
 from webhook import __version__
+from webhook.bind_address import parse_bind
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
 from webhook.server.admission_log import admission_lines
 from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.log_format import formatter_for
-from webhook.server.settings import Settings, SettingsError, parse_bind
+from webhook.server.settings import Settings, SettingsError
 from webhook.server.stall_limited_tls import stall_limited
 from webhook.server.tls_context import TLSContextCache
 from webhook.server.worker import ConnectionTable
@@ -162,12 +163,12 @@ def when_ready(server: Any) -> None:
     if not _settings.metrics_bind:
         return
     # Imported here, after on_starting has set PROMETHEUS_MULTIPROC_DIR.
-    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+    from prometheus_client import generate_latest
 
     from webhook.metrics_http import MetricsServer
+    from webhook.server.metrics import merged_registry
 
-    registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=os.environ[METRICS_DIR_VARIABLE])
+    registry = merged_registry(os.environ[METRICS_DIR_VARIABLE], _settings.cert_file)
     host, port = parse_bind(_settings.metrics_bind)
     try:
         metrics = MetricsServer(lambda: generate_latest(registry), host, port)

@@ -41,6 +41,9 @@ from webhook.server.serving_certificate import CertificateExpiry
 log = logging.getLogger("webhook")
 
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+# The tally keys rewritten shares by this first part, admissions by their four labels; both
+# are added to their counters when the tally is published, not in the request.
+SHARES = "shares"
 ENDPOINTS: tuple[Endpoint, ...] = ("mutate", "validate")
 # Most answers take well under a millisecond; the apiserver gives up after timeoutSeconds.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -51,6 +54,16 @@ _KINDS = {(group, kind): kind for group, kind in POD_TEMPLATE_LOCATIONS}
 
 def kind_label(group: str, kind: str) -> str:
     return _KINDS.get((group, kind), "other" if kind else "")
+
+
+def merged_registry(directory: str, cert_file: Path | None) -> CollectorRegistry:
+    """What /metrics shows under gunicorn, in a worker or in the master: every worker's values
+    from the files in `directory`, and the serving certificate's expiry."""
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)
+    if cert_file is not None:
+        registry.register(_ServingCertificateCollector(CertificateExpiry(cert_file)))
+    return registry
 
 
 class WebhookMetrics:
@@ -64,13 +77,15 @@ class WebhookMetrics:
         self.publish_seconds = publish_seconds
         multiprocess_dir = os.environ.get(MULTIPROCESS_DIR_VARIABLE)
         self._shared = bool(multiprocess_dir)
-        self.registry = CollectorRegistry()
         if multiprocess_dir:
-            multiprocess.MultiProcessCollector(self.registry, path=multiprocess_dir)
-            # Each worker's values go to its files; the collector above reads them all.
+            # Each worker's values go to its files; the registry reads them all.
+            self.registry = merged_registry(multiprocess_dir, cert_file)
             own: CollectorRegistry | None = None
         else:
+            self.registry = CollectorRegistry()
             own = self.registry
+            if cert_file is not None:
+                self.registry.register(_ServingCertificateCollector(CertificateExpiry(cert_file)))
 
         self.policy_reloads = Counter(
             "gpu_webhook_policy_reloads_total",
@@ -149,11 +164,9 @@ class WebhookMetrics:
         # judged kinds, verdicts and policy names.
         self._admission_counts: dict[tuple[str, ...], Any] = {}
         for endpoint in ENDPOINTS:
-            self._admission_count(endpoint, "", "bad_request", "")
+            self._count((endpoint, "", "bad_request", ""))
         self._tally = AdmissionTally()
         self._publisher: Periodically | None = None
-        if cert_file is not None:
-            self.registry.register(_ServingCertificateCollector(CertificateExpiry(cert_file)))
 
     def policies_observed(
         self, result: ReloadResult | None, current: ServedSet, status: ReloadStatus
@@ -168,16 +181,14 @@ class WebhookMetrics:
     def admitted(self, record: AdmissionRecord) -> None:
         kind = kind_label(record.group, record.kind)
         labels = (record.endpoint, kind, record.verdict, record.policy)
-        if record.model:
-            # Counted at once: only a request that rewrote a share pays for it.
-            try:
-                self.shares_rewritten.labels(record.policy, record.model).inc()
-            except Exception:
-                log.exception("could not update the share metrics")
         if self.publish_seconds:
             self._tally.count(labels, record.endpoint, record.seconds)
+            if record.model:
+                self._tally.count((SHARES, record.policy, record.model), None, 0.0)
         else:
             self._add_at_once(labels, record.endpoint, record.seconds)
+            if record.model:
+                self._add_at_once((SHARES, record.policy, record.model), None, 0.0)
 
     def rejected(self, endpoint: Endpoint) -> None:
         labels = (endpoint, "", "bad_request", "")
@@ -190,7 +201,7 @@ class WebhookMetrics:
         """In the request, with METRICS_PUBLISH_SECONDS=0: a fault is logged, as publish does,
         and never reaches the answer."""
         try:
-            self._admission_count(*labels).inc()
+            self._count(labels).inc()
             if histogram is not None:
                 self._durations[cast(Endpoint, histogram)].observe(seconds)
         except Exception:
@@ -220,7 +231,7 @@ class WebhookMetrics:
             if self._cached_bytes is not None:
                 self.outcome_cache_bytes.set(self._cached_bytes())
             for labels, times in tallied.counts.items():
-                self._admission_count(*labels).inc(times)
+                self._count(labels).inc(times)
             for endpoint, durations in tallied.durations.items():
                 child = self._durations[cast(Endpoint, endpoint)]
                 for seconds in durations:
@@ -228,10 +239,14 @@ class WebhookMetrics:
         except Exception:
             log.exception("could not update the admission metrics")
 
-    def _admission_count(self, *labels: str) -> Any:
+    def _count(self, labels: tuple[str, ...]) -> Any:
+        """The counter child a tallied key stands for: a share rewritten (led by SHARES), or
+        an admission."""
         child = self._admission_counts.get(labels)
         if child is None:
-            child = self._admission_counts[labels] = self.admissions.labels(*labels)
+            counter = self.shares_rewritten if labels[0] == SHARES else self.admissions
+            start = 1 if labels[0] == SHARES else 0
+            child = self._admission_counts[labels] = counter.labels(*labels[start:])
         return child
 
     def render(self, accept: str | None) -> tuple[bytes, str]:

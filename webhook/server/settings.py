@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook.bind_address import parse_bind
 from webhook.kube.label_modes import MODE_VARIABLE as NAMESPACE_LABELS_VARIABLE
 from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
 from webhook.kube.label_modes import NODE_MODE_VARIABLE
@@ -149,14 +150,6 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str,
     if text not in choices:
         raise SettingsError(f"{name}={text!r} is not one of {', '.join(choices)}")
     return text
-
-
-def parse_bind(bind: str) -> tuple[str, int]:
-    """`host:port` (`[::]:9102` for IPv6) as a socket address; ValueError when it is none."""
-    host, colon, port = bind.rpartition(":")
-    if not colon or not port.isascii() or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"{bind!r} is not host:port")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def _bind(env: Mapping[str, str], name: str, default: str) -> str:

@@ -14,7 +14,7 @@ written."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from webhook.engine.backends.rendering import (
@@ -27,20 +27,29 @@ from webhook.engine.backends.rendering import (
 from webhook.engine.findings import Violation
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.shares import SizedShare
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.quantity import plain_int, quantity_or_none
 
 
+@dataclass
 class HamiBackend(ShareBackend):
+    # Each share's percent, worked out once for check(), granted() and render().
+    _percents: dict[int, int] = field(default_factory=dict, init=False, repr=False)
+
     def percent(self, share: SizedShare) -> int:
+        if id(share) not in self._percents:
+            self._percents[id(share)] = self._percent(share)
+        return self._percents[id(share)]
+
+    def _percent(self, share: SizedShare) -> int:
         """The share in whole percent of the card, rounded down so it never exceeds it: of
         the fraction asked where there is one (its MiB are rounded already), and the percent
         the webhook wrote where the share is read back from it, so that it never drifts."""
         intent = share.intent
         hami = self.sharing.hami
         given = self.record.given_of(intent.container.name, self.sharing.vram_resource)
-        written = given.get(hami.percentage_resource) if intent.recorded else None
-        if written is not None and written.isascii() and written.isdigit():
-            return int(written)
+        written = plain_int(given.get(hami.percentage_resource)) if intent.recorded else None
+        if written is not None:
+            return written
         model = share.model
         asked = intent.fraction * model.usable_mib if intent.fraction is not None else share.mib
         return int(Fraction(asked) * 100 / model.memory_mib)
@@ -69,7 +78,7 @@ class HamiBackend(ShareBackend):
             if name in present
             for violation in _whole_percent(container, name)
         ]
-        count = _amount(container.limits.get(hami.count_resource, 1))
+        count = quantity_or_none(container.limits.get(hami.count_resource, 1))
         if count is None or count.denominator != 1:
             # A fraction of a card (kubectl apply may put one back beside the memory written
             # for it): the count is read as any GPU count, and the memory as any amount.
@@ -142,20 +151,13 @@ class HamiBackend(ShareBackend):
         return Rendering(containers, scheduler_name=hami.scheduler_name)
 
 
-def _amount(written: object) -> Fraction | None:
-    try:
-        return parse_quantity(written) if isinstance(written, str | int) else None
-    except QuantityError:
-        return None
-
-
 def _whole_percent(container: Container, name: str) -> list[Violation]:
     found: list[Violation] = []
     for field_name, amounts in (("limits", container.limits), ("requests", container.requests)):
         if name not in amounts:
             continue
         written = amounts[name]
-        amount = _amount(written)
+        amount = quantity_or_none(written)
         if amount is None or amount.denominator != 1 or not 0 <= amount <= 100:
             found.append(
                 Violation(
@@ -167,3 +169,9 @@ def _whole_percent(container: Container, name: str) -> list[Violation]:
             )
             break
     return found
+
+
+def _nearest_percent(amount: Fraction | None) -> int:
+    """The whole percent to suggest for a value that is none: the nearest one below, or 50
+    for a value that says no number at all."""
+    return 50 if amount is None else max(0, min(100, int(amount)))

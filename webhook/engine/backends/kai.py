@@ -23,9 +23,9 @@ from webhook.engine.shares import SizedShare
 from webhook.policy.defaults import (
     FRACTION_ANNOTATION,
     FRACTION_CONTAINER_ANNOTATION,
-    KAI_QUEUE_LABEL,
     MEMORY_ANNOTATION,
 )
+from webhook.policy.model import KAI_QUEUE_LABEL
 from webhook.quantity import format_decimal
 
 _FRACTION_PLACES = 6

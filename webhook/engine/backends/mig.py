@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from webhook.engine.backends.rendering import ContainerRendering, Rendering, ShareBackend
 from webhook.engine.findings import Violation
 from webhook.engine.inventory import Advertised
 from webhook.engine.pod_spec import PodView
 from webhook.engine.shares import SizedShare
-from webhook.policy.model import GpuModel, MigProfile
-
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+from webhook.policy.model import MIG_RESOURCE_PREFIX, GpuModel, MigProfile
 
 
 def mig_resource(profile: MigProfile) -> str:
@@ -60,9 +59,13 @@ def advertised_profiles(model: GpuModel, advertised: Advertised) -> tuple[MigPro
     return tuple(found)
 
 
+@dataclass
 class MigBackend(ShareBackend):
     """Chooses among the profiles the nodes of the pod's model advertise, where the server
     reads the nodes and has seen some; else among every profile of the catalogue."""
+
+    # Each share's profile, chosen once for check() and render() (a backend lives one plan).
+    _chosen: dict[int, MigProfile | None] = field(default_factory=dict, init=False, repr=False)
 
     def _offered(self, share: SizedShare) -> tuple[MigProfile, ...] | None:
         """The profiles the nodes of the share's model advertise, or None where none was
@@ -78,8 +81,11 @@ class MigBackend(ShareBackend):
         return advertised_profiles(model, merged)
 
     def _profile(self, share: SizedShare) -> MigProfile | None:
-        offered = self._offered(share)
-        return smallest_profile(share, share.model.mig_profiles if offered is None else offered)
+        if id(share) not in self._chosen:
+            offered = self._offered(share)
+            profiles = share.model.mig_profiles if offered is None else offered
+            self._chosen[id(share)] = smallest_profile(share, profiles)
+        return self._chosen[id(share)]
 
     def check(self, shares: Sequence[SizedShare], pod: PodView) -> list[Violation]:
         return [
