@@ -9,11 +9,13 @@ here they are smaller, to keep the suite quick.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import socket
 import ssl
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +33,11 @@ HALF_BODIES = int(os.environ.get("HOSTILE_HALF_BODIES", "20"))
 REVIEWS = int(os.environ.get("HOSTILE_REVIEWS", "200"))
 REVIEWS_PER_SECOND = float(os.environ.get("HOSTILE_RATE", "100"))
 P99_BOUND_SECONDS = 0.05
+# Connections of each of the two body framings that skip a Content-Length's count: a chunked
+# body, and one that waits for `100 Continue`. Each drips a byte every DRIP_SECONDS.
+DRIPS = int(os.environ.get("HOSTILE_DRIPS", "24"))
+DRIP_SECONDS = 2.0
+NEW_CONNECTION_EVERY = 0.25
 
 
 @dataclass
@@ -145,6 +152,77 @@ def test_silent_and_half_sent_connections_are_closed_within_their_deadlines(
         assert "Traceback" not in log
     finally:
         crowd.close()
+
+
+REVIEW_HEAD = b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+
+
+def read_until_closed(client: ssl.SSLSocket) -> bytes:
+    answer = b""
+    try:
+        while data := client.recv(65536):
+            answer += data
+    except OSError:
+        pass  # reset after the answer: what came before it is what counts
+    return answer
+
+
+def test_chunked_and_expect_drips_leave_every_new_connection_answered(
+    server: WebhookServer,
+) -> None:
+    chunked, expecting = [], []
+    for _ in range(DRIPS):
+        client = tls_client(server)
+        client.sendall(REVIEW_HEAD + b"Transfer-Encoding: chunked\r\n\r\n")
+        chunked.append(client)
+        client = tls_client(server)
+        client.sendall(REVIEW_HEAD + b"Expect: 100-continue\r\nContent-Length: 100000\r\n\r\n")
+        expecting.append(client)
+    stop = threading.Event()
+
+    def drip() -> None:
+        while not stop.wait(DRIP_SECONDS):
+            for client, byte in [(c, b"1\r\n \r\n") for c in chunked] + [
+                (e, b" ") for e in expecting
+            ]:
+                with contextlib.suppress(OSError):
+                    client.send(byte)
+
+    dripping = threading.Thread(target=drip, daemon=True)
+    dripping.start()
+    waits = []
+    try:
+        # Past the drips' deadline (ten seconds from their first bytes), while they drip.
+        until = time.monotonic() + 12
+        while time.monotonic() < until:
+            started = time.perf_counter()
+            fresh = KeptAlive(server)
+            fresh.review()
+            fresh.close()
+            waited = time.perf_counter() - started
+            waits.append(waited)
+            time.sleep(max(NEW_CONNECTION_EVERY - waited, 0))
+    finally:
+        stop.set()
+        dripping.join()
+    print(
+        f"\nwith {DRIPS} chunked and {DRIPS} Expect drips, a byte every {DRIP_SECONDS:g} s: "
+        f"{len(waits)} reviews on new connections, p50 {statistics.median(waits) * 1000:.1f} ms, "
+        f"p99 {p99(waits) * 1000:.1f} ms, max {max(waits) * 1000:.1f} ms"
+    )
+    assert p99(waits) < 0.25
+    # A stalled body is the client's fault: 408, never a 5xx, and no traceback.
+    for client in chunked:
+        assert read_until_closed(client).startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+        client.close()
+    for client in expecting:
+        answer = read_until_closed(client)
+        assert answer.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 408 Request Timeout\r\n")
+        client.close()
+    late = [line for line in server.log_records() if line.get("httpStatus") == 408]
+    assert len(late) == 2 * DRIPS
+    assert all(line["level"] == "info" and line["verdict"] == "bad_request" for line in late)
+    assert "Traceback" not in server.log()
 
 
 def test_a_stopping_server_closes_silent_connections_and_refuses_new_ones_at_once(

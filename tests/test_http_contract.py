@@ -56,8 +56,15 @@ def test_health_and_readiness(client: WebhookClient) -> None:
     health = client.request("GET", "/healthz")
     assert health.status == 200 and health.json() == {"status": "ok"}
     ready = client.request("GET", "/readyz")
+    # The test servers turn READYZ_DETAILS on.
     assert ready.status == 200 and ready.json()["policies"] == ["default"]
     assert ready.json()["version"] == __version__
+
+
+def test_readiness_tells_an_anonymous_client_only_its_status_by_default() -> None:
+    app = create_app(Settings(policy_dir=REPO_ROOT / "policies"))
+    ready = app.test_client().get("/readyz")
+    assert ready.status_code == 200 and ready.get_json() == {"status": "ready"}
 
 
 def test_the_version_is_in_the_startup_log_and_the_metrics(
@@ -221,7 +228,74 @@ def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(
             data = tls.recv(65536)
             assert data, f"the connection closed after {reply[:300]!r}"
             reply += data
+    # The front met the expectation; gunicorn must not send a second interim answer.
     assert reply.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+REVIEW_HEAD = b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+
+
+def read_until_closed(tls: ssl.SSLSocket) -> bytes:
+    reply = b""
+    while data := tls.recv(65536):
+        reply += data
+    return reply
+
+
+def test_a_chunked_review_is_read_whole_and_answered(shipped_server: WebhookServer) -> None:
+    body = FRACTIONAL_POD_REVIEW.read_bytes()
+    pieces = [body[: len(body) // 3], body[len(body) // 3 :]]
+    chunked = b"".join(f"{len(piece):x}\r\n".encode() + piece + b"\r\n" for piece in pieces)
+    request = REVIEW_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked + b"0\r\n\r\n"
+    reply = exchange(shipped_server, iter([request]))
+    assert reply.startswith(b"HTTP/1.1 200 OK\r\n"), reply[:200]
+    assert b'"patch"' in reply
+
+
+def test_pipelined_reviews_are_each_answered_in_order(shipped_server: WebhookServer) -> None:
+    review_document = json.loads(FRACTIONAL_POD_REVIEW.read_text())
+    requests = b""
+    for uid in ("first-uid", "second-uid"):
+        body = json.dumps(
+            {**review_document, "request": {**review_document["request"], "uid": uid}}
+        )
+        requests += REVIEW_HEAD + f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
+    requests += b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    context = ssl.create_default_context(cafile=str(shipped_server.certificates.ca_cert))
+    with (
+        socket.create_connection(("127.0.0.1", shipped_server.port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        tls.sendall(requests)
+        replies = read_until_closed(tls)
+    assert replies.count(b"HTTP/1.1 200 OK\r\n") == 3
+    assert replies.index(b'"first-uid"') < replies.index(b'"second-uid"')
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        pytest.param(
+            b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400, id="length and chunked"
+        ),
+        pytest.param(b"Content-Length: 5\r\nContent-Length: 7\r\n\r\n", 400, id="two lengths"),
+        pytest.param(b"Transfer-Encoding: identity\r\n\r\n", 501, id="a coding not served"),
+        pytest.param(b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400, id="a chunk size not hex"),
+    ],
+)
+def test_a_request_framed_two_ways_is_refused_and_its_connection_closed(
+    shipped_server: WebhookServer, head: bytes, status: int
+) -> None:
+    context = ssl.create_default_context(cafile=str(shipped_server.certificates.ca_cert))
+    with (
+        socket.create_connection(("127.0.0.1", shipped_server.port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        # What would be a second request, smuggled in the first one's body, is never read.
+        tls.sendall(REVIEW_HEAD + head + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = read_until_closed(tls)
+    assert reply.startswith(f"HTTP/1.1 {status} ".encode()), reply[:200]
+    assert reply.count(b"HTTP/1.1 ") == 1
 
 
 @pytest.mark.parametrize(
@@ -360,3 +434,24 @@ def test_requests_are_decoded_into_typed_fields() -> None:
         old_object=None,
         dry_run=True,
     )
+
+
+@pytest.mark.parametrize(
+    ("number", "fragment"),
+    [
+        pytest.param("1E-400", '"1E-400" of a Tesla-T4', id="a nano, not the float 0.0"),
+        pytest.param("1E400", "has an exponent out of range", id="beyond a quantity"),
+    ],
+)
+def test_a_gpu_quantity_sent_as_a_json_number_is_judged_by_its_text(
+    app_client: Any, number: str, fragment: str
+) -> None:
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 0}}}
+    text = json.dumps(
+        review(pod_request({"metadata": {"name": "p"}, "spec": {"containers": [container]}}))
+    )
+    body = text.replace('"nvidia.com/gpu": 0', f'"nvidia.com/gpu": {number}')
+    reply = app_client.post("/mutate", data=body, content_type="application/json")
+    answer = reply.get_json()["response"]
+    assert reply.status_code == 200 and answer["allowed"] is False
+    assert fragment in answer["status"]["message"]

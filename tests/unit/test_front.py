@@ -1,5 +1,5 @@
-"""When the evented front hands a request on: whole (head and Content-Length body), or at its
-head for what gunicorn must answer itself."""
+"""When the evented front hands a request on: whole, whatever its framing (a Content-Length,
+a chunked body, a head that waits for `100 Continue`), or refused there with a status."""
 
 from __future__ import annotations
 
@@ -8,52 +8,125 @@ import re
 import pytest
 
 from webhook.server.settings import Settings, SettingsError
-from webhook.server.worker.front import Framing, framing, request_path
+from webhook.server.worker.request_framing import (
+    Arrival,
+    FramingLimits,
+    RequestArrival,
+    request_path,
+)
 
 HEAD = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+CHUNKED = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+LIMITS = FramingLimits(max_head_bytes=200, max_body_bytes=1024, max_chunks=4)
+WHOLE, MORE = Arrival.WHOLE, Arrival.MORE
+
+
+def arrival_of(buffered: bytes) -> tuple[Arrival, int | None]:
+    arrival = RequestArrival(LIMITS)
+    state = arrival.advance(buffered)
+    return state, arrival.refusal.status if arrival.refusal else None
 
 
 @pytest.mark.parametrize(
     ("buffered", "expected"),
     [
-        pytest.param(b"", Framing.MORE, id="nothing yet"),
-        pytest.param(b"POST /mutate HTTP/1.1\r\nHost:", Framing.MORE, id="half a head"),
-        pytest.param(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n", Framing.WHOLE, id="no body"),
-        pytest.param(HEAD + b"Content-Length: 4\r\n\r\n{}", Framing.MORE, id="half a body"),
-        pytest.param(HEAD + b"Content-Length: 2\r\n\r\n{}", Framing.WHOLE, id="whole body"),
-        pytest.param(HEAD + b"content-length:2 \r\n\r\n{}", Framing.WHOLE, id="any case, spaces"),
+        pytest.param(b"", (MORE, None), id="nothing yet"),
+        pytest.param(b"POST /mutate HTTP/1.1\r\nHost:", (MORE, None), id="half a head"),
+        pytest.param(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n", (WHOLE, None), id="no body"),
+        pytest.param(HEAD + b"Content-Length: 4\r\n\r\n{}", (MORE, None), id="half a body"),
+        pytest.param(HEAD + b"Content-Length: 2\r\n\r\n{}", (WHOLE, None), id="whole body"),
+        pytest.param(HEAD + b"content-length:2 \r\n\r\n{}", (WHOLE, None), id="any case"),
         pytest.param(
-            HEAD + b"Content-Length: 2\r\n\r\n{}GET / HTTP/1.1\r\n", Framing.WHOLE, id="pipelined"
+            HEAD + b"Content-Length: 2\r\n\r\n{}GET / HTTP/1.1\r\n", (WHOLE, None), id="pipelined"
+        ),
+        pytest.param(CHUNKED, (MORE, None), id="chunked head alone"),
+        pytest.param(CHUNKED + b"2\r\n{}\r\n", (MORE, None), id="chunked, no last chunk"),
+        pytest.param(CHUNKED + b"2\r\n{}\r\n0\r\n", (MORE, None), id="chunked, no end line"),
+        pytest.param(CHUNKED + b"2\r\n{}\r\n0\r\n\r\n", (WHOLE, None), id="chunked whole"),
+        pytest.param(
+            CHUNKED + b"2;ext=1\r\n{}\r\n0\r\nX-T: 1\r\n\r\n", (WHOLE, None), id="trailers"
+        ),
+        pytest.param(CHUNKED + b"0\r\nX-T: 1\r\n", (MORE, None), id="half the trailers"),
+        pytest.param(CHUNKED + b"zz\r\n{}\r\n", (Arrival.REFUSED, 400), id="a size not hex"),
+        pytest.param(CHUNKED + b"2\r\n{}!!", (Arrival.REFUSED, 400), id="a chunk overrun"),
+        pytest.param(CHUNKED + b"401\r\n", (Arrival.REFUSED, 413), id="a chunk over the limit"),
+        pytest.param(CHUNKED + b"1\r\nx\r\n" * 5, (Arrival.REFUSED, 413), id="too many chunks"),
+        pytest.param(
+            HEAD + b"Expect: 100-continue\r\nContent-Length: 9\r\n\r\n", (MORE, None), id="expect"
         ),
         pytest.param(
-            HEAD + b"Transfer-Encoding: chunked\r\n\r\n", Framing.AT_HEAD, id="chunked at head"
+            HEAD + b"Content-Length: 2000\r\n\r\n", (Arrival.REFUSED, 413), id="over the limit"
+        ),
+        pytest.param(b"X" * 201, (Arrival.REFUSED, 431), id="head over its limit"),
+        pytest.param(
+            HEAD + b"Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+            (Arrival.REFUSED, 400),
+            id="two lengths",
         ),
         pytest.param(
-            HEAD + b"Expect: 100-continue\r\nContent-Length: 9\r\n\r\n",
-            Framing.AT_HEAD,
-            id="expect at head",
+            HEAD + b"Content-Length: 2, 2\r\n\r\n{}", (Arrival.REFUSED, 400), id="a length list"
         ),
         pytest.param(
-            HEAD + b"Content-Length: 99999999999\r\n\r\n",
-            Framing.TOO_LARGE,
-            id="over the body limit",
+            HEAD + b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+            (Arrival.REFUSED, 400),
+            id="smuggling pair",
         ),
-        pytest.param(b"X" * 101, Framing.AT_HEAD, id="head over its limit"),
+        pytest.param(
+            HEAD + b"Transfer-Encoding: gzip, chunked\r\n\r\n",
+            (Arrival.REFUSED, 501),
+            id="a coding not served",
+        ),
         # A header value that merely mentions the words is no such header.
         pytest.param(
             HEAD + b"X-Note: transfer-encoding: chunked\r\nContent-Length: 1\r\n\r\n",
-            Framing.MORE,
+            (MORE, None),
             id="words inside a value",
         ),
     ],
 )
-def test_framing(buffered: bytes, expected: Framing) -> None:
-    assert (
-        framing(
-            buffered, max_head_bytes=100 if buffered == b"X" * 101 else 4096, max_body_bytes=1024
-        )
-        is expected
-    )
+def test_when_a_request_is_whole_or_refused(
+    buffered: bytes, expected: tuple[Arrival, int | None]
+) -> None:
+    assert arrival_of(buffered) == expected
+
+
+def test_a_chunked_body_arriving_a_byte_at_a_time_is_whole_exactly_at_its_end() -> None:
+    request = CHUNKED + b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+    arrival = RequestArrival(LIMITS)
+    states = [arrival.advance(request[:end]) for end in range(1, len(request) + 1)]
+    assert states[:-1] == [MORE] * (len(request) - 1)
+    assert states[-1] is WHOLE
+
+
+@pytest.mark.parametrize(
+    ("head", "due"),
+    [
+        pytest.param(HEAD + b"Expect: 100-continue\r\nContent-Length: 9\r\n\r\n", True, id="1.1"),
+        pytest.param(
+            HEAD + b"expect:  100-CONTINUE \r\nTransfer-Encoding: chunked\r\n\r\n",
+            True,
+            id="chunked, any case",
+        ),
+        pytest.param(
+            b"POST /mutate HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n",
+            False,
+            id="HTTP/1.0 ignores it",
+        ),
+        pytest.param(HEAD + b"Expect: 100-continue\r\n\r\n", False, id="no body to wait for"),
+        pytest.param(HEAD + b"Content-Length: 9\r\n\r\n", False, id="not asked"),
+    ],
+)
+def test_a_continue_is_due_only_where_a_body_waits_for_it(head: bytes, due: bool) -> None:
+    arrival = RequestArrival(LIMITS)
+    arrival.advance(head)
+    assert arrival.continue_due is due
+
+
+def test_a_continued_request_is_handed_on_without_its_expectation() -> None:
+    head = HEAD + b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+    arrival = RequestArrival(LIMITS)
+    assert arrival.advance(head + b"{}") is WHOLE
+    assert arrival.without_expectation(head + b"{}") == HEAD + b"Content-Length: 2\r\n\r\n{}"
 
 
 @pytest.mark.parametrize(

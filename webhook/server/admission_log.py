@@ -123,12 +123,27 @@ def log_admission(record: AdmissionRecord) -> None:
         admission_lines.info("admission", record.fields())
 
 
-def log_rejection(endpoint: Endpoint, status: int, reason: str) -> None:
-    """A body answered with an HTTP error instead of a review: no uid, nothing judged."""
-    if len(reason) > _REASON_LIMIT:
-        reason = reason[: _REASON_LIMIT - 3] + "..."
-    fields = {"endpoint": endpoint, "verdict": "bad_request", "httpStatus": status, "error": reason}
+def log_rejection(endpoint: Endpoint, status: int | None, reason: str) -> None:
+    """A body answered with an HTTP error instead of a review (status None: the client closed
+    before it could be): no uid, nothing judged."""
+    fields = {
+        "endpoint": endpoint,
+        "verdict": "bad_request",
+        "httpStatus": status,
+        "error": _clipped(reason),
+    }
     admission_lines.info("not an admission review", fields)
+
+
+def log_client_fault(path: str, status: int | None, reason: str) -> None:
+    """A request to a path other than a review's that the front refused, or whose client went
+    away before it arrived whole."""
+    fields = {"path": _clipped(path), "httpStatus": status, "error": _clipped(reason)}
+    admission_lines.info("client fault", fields)
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= _REASON_LIMIT else text[: _REASON_LIMIT - 3] + "..."
 
 
 def _generate_name(obj: Any) -> str:

@@ -1,8 +1,9 @@
 """How the evented front (worker/front.py) tells the app about a request it answered itself.
 
-The front refuses a body over the size limit before the app sees it; the app keeps, in
-`app.extensions[REFUSALS_HOOK]`, what to call with the request's path, the HTTP status and the
-reason, so that the refusal is counted and logged as the app's own refusals are. A module of
+The front refuses a request it cannot frame, or that is over a limit or late, before the app
+sees it; the app keeps, in `app.extensions[REFUSALS_HOOK]`, what to call with the request's
+path, the HTTP status (None where the client closed before an answer could be written) and the
+reason, so that the client fault is counted and logged as the app's own refusals are. A module of
 its own so that the app need not import the worker, nor the worker the app.
 """
 
@@ -12,4 +13,4 @@ from collections.abc import Callable
 
 REFUSALS_HOOK = "gpu-webhook.refused-at-front"
 
-Refused = Callable[[str, int, str], None]
+Refused = Callable[[str, int | None, str], None]

@@ -143,8 +143,9 @@ class WebhookMetrics:
         self.admissions = Counter(
             "gpu_webhook_admissions_total",
             "Requests to /mutate and /validate, by the kind of object, the verdict and the policy "
-            'that governed it ("" when none did). verdict="bad_request": an HTTP 400, 413 '
-            "or 415 for a body that is not an AdmissionReview.",
+            'that governed it ("" when none did). verdict="bad_request": a client fault, a '
+            "body that is not an AdmissionReview or a request that is not one: an HTTP 400, 408, "
+            "413, 415, 431 or 501, or a client that closed before its request arrived whole.",
             ["endpoint", "kind", "verdict", "policy"],
             registry=own,
         )

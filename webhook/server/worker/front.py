@@ -14,20 +14,20 @@ so far, and is closed when it runs out of time:
 - the bytes held for requests still arriving are bounded per worker (`buffer_budget`): a
   request that would pass the budget closes its connection.
 
-A request is whole when its head has ended and, with a Content-Length, its body has arrived. A
-request with `Transfer-Encoding` or `Expect: 100-continue`, and a head longer than
-`max_head_bytes`, go to a thread as soon as their head (or the limit) is read: gunicorn answers
-those (and the thread's reads are bounded by CLIENT_STALL_SECONDS). One whose Content-Length is
-over the body limit is answered 413 here and its connection closed, since the body it leaves
-unread would otherwise be read as the next request; the app still counts and logs it
-(front_refusals.py). The kube-apiserver sends none of these.
+Whether a request is whole is request_framing.py's to say, for each framing it may come in:
+a Content-Length, a chunked body, or a head that asks for `100 Continue` first (sent from here,
+once the head has arrived). What cannot be framed, or is over a limit, is answered here (413,
+431, 400 or 501) and its connection closed, since the bytes it leaves unread would otherwise
+be read as the next request. A request that does not arrive whole in time is answered 408; one
+whose client closes before it has is only counted. Each of these goes to `refused`, so that
+the app counts and logs it as a client fault (front_refusals.py). The kube-apiserver sends
+none of them: it sends a whole request with a Content-Length at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import re
 import selectors
 import ssl
 import time
@@ -40,47 +40,22 @@ from gunicorn import http
 from gunicorn import sock as gunicorn_sock
 
 from webhook.server.front_refusals import Refused
+from webhook.server.worker.request_framing import (
+    Arrival,
+    FramingLimits,
+    RequestArrival,
+    request_path,
+)
 
 RECV_BYTES = 64 * 1024
-HEAD_END = b"\r\n\r\n"
-CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([0-9]{1,19})[ \t]*(?:\r\n|$)")
-SENT_AT_HEAD = (b"\r\ntransfer-encoding:", b"\r\nexpect:")
-
-
-class Framing(Enum):
-    MORE = "more"  # not whole yet: keep reading
-    WHOLE = "whole"  # head and body are here
-    AT_HEAD = "at-head"  # the thread takes it from here (see the module's docstring)
-    TOO_LARGE = "too-large"  # a Content-Length over the body limit: answered here, and closed
-
-
-def framing(buffered: bytes | bytearray, max_head_bytes: int, max_body_bytes: int) -> Framing:
-    """Whether the first request in `buffered` has arrived whole."""
-    end = buffered.find(HEAD_END)
-    if end < 0:
-        return Framing.MORE if len(buffered) <= max_head_bytes else Framing.AT_HEAD
-    # The request line is left in: a header must start after a line break.
-    head = bytes(buffered[:end]).lower()
-    if any(marker in head for marker in SENT_AT_HEAD):
-        return Framing.AT_HEAD
-    found = CONTENT_LENGTH.search(head)
-    if found is None:
-        return Framing.WHOLE
-    length = int(found[1])
-    if length > max_body_bytes:
-        return Framing.TOO_LARGE
-    return Framing.WHOLE if len(buffered) >= end + len(HEAD_END) + length else Framing.MORE
-
-
-def request_path(buffered: bytes | bytearray) -> str:
-    """The path of the request line at the start of `buffered`, without its query; "" when
-    there is none to read."""
-    end = buffered.find(b"\r\n")
-    line = bytes(buffered if end < 0 else buffered[:end])
-    parts = line.split(b" ")
-    if len(parts) != 3:
-        return ""
-    return parts[1].split(b"?", 1)[0].decode("ascii", "replace")
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_STATUS_TEXT = {
+    400: "Bad Request",
+    408: "Request Timeout",
+    413: "Content Too Large",
+    431: "Request Header Fields Too Large",
+    501: "Not Implemented",
+}
 
 
 @dataclass(frozen=True)
@@ -89,7 +64,12 @@ class FrontLimits:
     request_seconds: float = 10.0
     max_head_bytes: int = 64 * 1024
     max_body_bytes: int = 8 * 2**20
+    max_chunks: int = 8192
     buffer_budget: int = 64 * 2**20
+
+    @property
+    def framing(self) -> FramingLimits:
+        return FramingLimits(self.max_head_bytes, self.max_body_bytes, self.max_chunks)
 
 
 class _Phase(Enum):
@@ -103,8 +83,10 @@ class _Arriving:
     phase: _Phase
     deadline: float
     since: float
+    arrival: RequestArrival
     buffer: bytearray = field(default_factory=bytearray)
     events: int = selectors.EVENT_READ
+    continued: bool = False  # `100 Continue` has been sent for this request
 
     @property
     def silent(self) -> bool:
@@ -130,6 +112,7 @@ class Front:
         self._cfg = cfg
         self._poller = poller
         self.limits = limits
+        self._framing = limits.framing
         self._dispatch = dispatch
         self._close = close
         self._refused = refused
@@ -143,27 +126,31 @@ class Front:
         """Watch `conn` until its next request is whole: a new connection from its handshake,
         a kept-alive one from the bytes of its next request (some may be buffered already)."""
         now = self._clock()
+        arrival = RequestArrival(self._framing)
         if not conn.initialized:
             conn.sock.setblocking(False)
             conn.sock = gunicorn_sock.ssl_wrap_socket(conn.sock, self._cfg)
-            entry = _Arriving(conn, _Phase.HANDSHAKE, now + self.limits.first_bytes_seconds, now)
+            deadline = now + self.limits.first_bytes_seconds
+            entry = _Arriving(conn, _Phase.HANDSHAKE, deadline, now, arrival)
         else:
             conn.sock.setblocking(False)
-            entry = _Arriving(conn, _Phase.REQUEST, now + self.limits.request_seconds, now)
+            deadline = now + self.limits.request_seconds
+            entry = _Arriving(conn, _Phase.REQUEST, deadline, now, arrival)
             entry.buffer += conn.parser.unreader.take_buffered()
             self._buffered += len(entry.buffer)
         self._arriving[conn] = entry
         self._poller.register(conn.sock, selectors.EVENT_READ, self._on_event(entry))
+        if entry.buffer:
+            # What a thread read ahead may be a request already answerable here: one to
+            # refuse, or a head that waits for its `100 Continue`.
+            self._progress(entry)
         # A kept-alive connection comes readable, and OpenSSL may hold what was read already.
         self._advance(entry)
 
     def whole(self, conn: Any) -> bool:
         """Whether the bytes `conn`'s parser holds already make a whole request."""
         held = conn.parser.unreader.buf.getvalue()
-        limits = self.limits
-        return bool(held) and (
-            framing(held, limits.max_head_bytes, limits.max_body_bytes) is not Framing.MORE
-        )
+        return bool(held) and RequestArrival(self._framing).advance(held) is Arrival.WHOLE
 
     # --- time ----------------------------------------------------------------------------------
 
@@ -171,10 +158,15 @@ class Front:
         return min((entry.deadline for entry in self._arriving.values()), default=None)
 
     def expire(self) -> None:
-        """Close every connection whose time has run out."""
+        """Close every connection whose time has run out; one that had begun a request is
+        answered 408 first."""
         now = self._clock()
         for entry in [e for e in self._arriving.values() if e.deadline <= now]:
-            self._give_up(entry)
+            if entry.silent:
+                self._give_up(entry)
+            else:
+                seconds = f"{self.limits.request_seconds:g}"
+                self._refuse(entry, 408, f"the request did not arrive whole within {seconds} s")
 
     def close_silent(self) -> int:
         """Close the connections nothing of a request has arrived on (a worker that stops)."""
@@ -226,7 +218,6 @@ class Front:
         return True
 
     def _read(self, entry: _Arriving) -> None:
-        limits = self.limits
         sock = entry.conn.sock
         while True:
             try:
@@ -237,42 +228,68 @@ class Front:
                 self._wait_for(entry, selectors.EVENT_WRITE)
                 return
             if not data:
-                # The client closed: it was idle between requests, or gave up on one.
-                self._give_up(entry)
+                self._client_closed(entry)
                 return
             if not entry.buffer:
                 # The first bytes of a request: from now on it has `request_seconds`.
-                entry.deadline = self._clock() + limits.request_seconds
+                entry.deadline = self._clock() + self.limits.request_seconds
             entry.buffer += data
             self._buffered += len(data)
-            if self._buffered > limits.buffer_budget:
+            if self._buffered > self.limits.buffer_budget:
                 self._give_up(entry)
                 return
-            state = framing(entry.buffer, limits.max_head_bytes, limits.max_body_bytes)
-            if state is Framing.TOO_LARGE:
-                self._refuse_too_large(entry)
-                return
-            if state is not Framing.MORE:
-                self._hand_on(entry)
+            if not self._progress(entry):
                 return
         self._wait_for(entry, selectors.EVENT_READ)
 
-    def _refuse_too_large(self, entry: _Arriving) -> None:
-        """413 and close: left open, the connection's next bytes would be the body refused."""
-        reason = f"the body is larger than {self.limits.max_body_bytes // 2**20} MiB"
-        body = json.dumps({"error": reason, "code": 413}, separators=(",", ":")).encode()
+    def _progress(self, entry: _Arriving) -> bool:
+        """Judge the request buffered so far: hand it on when whole, refuse it, or send its
+        `100 Continue`. Whether it still waits here for more."""
+        state = entry.arrival.advance(entry.buffer)
+        if state is Arrival.WHOLE:
+            self._hand_on(entry)
+            return False
+        if state is Arrival.REFUSED:
+            refusal = entry.arrival.refusal
+            assert refusal is not None
+            self._refuse(entry, refusal.status, refusal.reason)
+            return False
+        if entry.arrival.continue_due and not entry.continued:
+            entry.continued = True
+            with contextlib.suppress(OSError):  # a client gone is found at the next read
+                entry.conn.sock.send(CONTINUE)
+        return True
+
+    def _client_closed(self, entry: _Arriving) -> None:
+        """The client closed: it was idle between requests, or gave up on one (counted)."""
+        begun = not entry.silent
+        path = request_path(entry.buffer)
+        self._give_up(entry)
+        if begun:
+            self._refused(
+                path, None, "the client closed the connection before its request arrived whole"
+            )
+
+    def _refuse(self, entry: _Arriving, status: int, reason: str) -> None:
+        """Answer `status` and close: left open, the connection's next bytes would be the rest
+        of the request refused."""
+        body = json.dumps({"error": reason, "code": status}, separators=(",", ":")).encode()
         head = (
-            b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
-            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
-        )
+            f"HTTP/1.1 {status} {_STATUS_TEXT[status]}\r\nContent-Type: application/json\r\n"
+            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
         with contextlib.suppress(OSError):
             entry.conn.sock.send(head + body)
+        path = request_path(entry.buffer)
         self._give_up(entry)
-        self._refused(request_path(entry.buffer), 413, reason)
+        self._refused(path, status, reason)
 
     def _hand_on(self, entry: _Arriving) -> None:
         conn = self._forget(entry)
-        conn.parser.unreader.unread(bytes(entry.buffer))
+        request = (
+            entry.arrival.without_expectation(entry.buffer) if entry.continued else entry.buffer
+        )
+        conn.parser.unreader.unread(bytes(request))
         conn.data_ready = True
         self._dispatch(conn)
 

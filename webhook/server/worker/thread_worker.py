@@ -143,7 +143,7 @@ class KeepAliveThreadWorker(ThreadWorker):
         else:
             front.take(conn)
 
-    def _refused_at_front(self, path: str, status: int, reason: str) -> None:
+    def _refused_at_front(self, path: str, status: int | None, reason: str) -> None:
         """Runs on the worker's main thread, in its poll loop: nothing may escape it."""
         hook = getattr(self.wsgi, "extensions", {}).get(REFUSALS_HOOK)
         if hook is None:
