@@ -1,65 +1,155 @@
-"""`GET /metrics` and `GET /healthz` over plain HTTP, on a port of their own: what a stock
-Prometheus scrape config reaches (the admission port speaks only TLS).
+"""`GET /metrics`, `GET /healthz` and `GET /status` over plain HTTP, on a port of their own:
+what a stock Prometheus scrape config reaches (the admission port speaks only TLS).
 
-A thread a connection, each closed after `TIMEOUT_SECONDS` without a byte, so a stalled scrape
-never holds one for long; the caller's `render` gives the metrics text.
+One event loop on one thread serves every connection, so a client that drips its request or
+never reads its answer holds no thread, only a socket:
+- a request has `REQUEST_SECONDS` from its connection to its whole head, and its answer as long
+  again to leave; past either the connection is closed;
+- at most `MAX_CONNECTIONS` are open at once: a new one past that closes the oldest, which a
+  scraper (done in milliseconds) never is for long;
+- heads over `MAX_HEAD_BYTES` are answered 431, and each answer closes its connection.
+No client fault is logged: a port that anyone may reach must not let anyone fill the log.
+The caller's `render` gives the metrics text and `status` the workers' details, each run on a
+thread of their own, so a slow read of the metrics files never stops the loop.
 """
 
 from __future__ import annotations
 
-import socket
+import asyncio
+import contextlib
+import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-TIMEOUT_SECONDS = 5
+REQUEST_SECONDS = 10.0
+MAX_CONNECTIONS = 64
+MAX_HEAD_BYTES = 16 * 1024
+BACKLOG = 128
+_TEXT = "text/plain; charset=utf-8"
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout"}
+_REASONS |= {400: "Bad Request", 431: "Request Header Fields Too Large"}
 
-
-class _ThreadingHTTPServer6(ThreadingHTTPServer):
-    address_family = socket.AF_INET6
+log = logging.getLogger("webhook")
 
 
 class MetricsServer:
-    """`GET /metrics` and `GET /healthz` over plain HTTP on a daemon thread."""
+    """The plain-HTTP port, served from a daemon thread's event loop."""
 
-    def __init__(self, render: Callable[[], bytes], host: str, port: int) -> None:
-        handler = _handler_for(render)
-        server_class = _ThreadingHTTPServer6 if ":" in host else ThreadingHTTPServer
-        self._httpd = server_class((host, port), handler)
-        self._httpd.daemon_threads = True
-        self.port = self._httpd.server_address[1]
+    def __init__(
+        self,
+        render: Callable[[], bytes],
+        host: str,
+        port: int,
+        *,
+        status: Callable[[], bytes] | None = None,
+        request_seconds: float = REQUEST_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
+        self._render = render
+        self._status = status
+        self._request_seconds = request_seconds
+        self._max_connections = max_connections
+        self._loop = asyncio.new_event_loop()
+        self._loop.set_exception_handler(_quiet)
+        self._renderers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="metrics-render")
+        self._open: OrderedDict[asyncio.Task[None], None] = OrderedDict()
+        # Bound here, so that a port in use fails the caller at once.
+        self._server = self._loop.run_until_complete(
+            asyncio.start_server(
+                self._serve, host, port, backlog=BACKLOG, limit=MAX_HEAD_BYTES, reuse_address=True
+            )
+        )
+        self.port: int = self._server.sockets[0].getsockname()[1]
+        self._thread: threading.Thread | None = None
 
     def start(self, name: str = "metrics") -> None:
-        threading.Thread(target=self._httpd.serve_forever, name=name, daemon=True).start()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        async def close() -> None:
+            self._server.close()
+            for task in list(self._open):
+                task.cancel()
+            await self._server.wait_closed()
+
+        if self._thread is not None:
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=5)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+        self._renderers.shutdown(wait=False)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._open)
+
+    # --- one connection ----------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._open[task] = None
+        while len(self._open) > self._max_connections:
+            oldest = next(iter(self._open))
+            self._open.pop(oldest)
+            oldest.cancel()
+        try:
+            async with asyncio.timeout(self._request_seconds):
+                status, body, content_type = await self._answer(reader)
+            async with asyncio.timeout(self._request_seconds):
+                writer.write(_response(status, body, content_type))
+                writer.close()
+                await writer.wait_closed()
+        except (TimeoutError, OSError, asyncio.CancelledError):
+            pass  # a client too slow, or gone: the connection closes, nothing is logged
+        finally:
+            self._open.pop(task, None)
+            writer.transport.abort()  # at once, whatever it still holds
+
+    async def _answer(self, reader: asyncio.StreamReader) -> tuple[int, bytes, str]:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.LimitOverrunError:
+            return 431, b"the request head is too large\n", _TEXT
+        except asyncio.IncompleteReadError:
+            raise ConnectionResetError("the client closed its request unfinished") from None
+        request_line = head.split(b"\r\n", 1)[0].split(b" ")
+        if len(request_line) != 3 or not request_line[2].startswith(b"HTTP/1."):
+            return 400, b"not an HTTP/1 request\n", _TEXT
+        method, target = request_line[0], request_line[1].split(b"?", 1)[0]
+        if method != b"GET":
+            return 405, b"only GET is served here\n", _TEXT
+        loop = asyncio.get_running_loop()
+        if target == b"/metrics":
+            return (
+                200,
+                await loop.run_in_executor(self._renderers, self._render),
+                CONTENT_TYPE_LATEST,
+            )
+        if target == b"/status" and self._status is not None:
+            return (
+                200,
+                await loop.run_in_executor(self._renderers, self._status),
+                "application/json",
+            )
+        if target == b"/healthz":
+            return 200, b"ok\n", _TEXT
+        return 404, b"not found\n", _TEXT
 
 
-def _handler_for(render: Callable[[], bytes]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        # A scrape or a probe that stalls must not hold a thread for long.
-        timeout = TIMEOUT_SECONDS
+def _response(status: int, body: bytes, content_type: str) -> bytes:
+    head = (
+        f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
 
-        def log_message(self, format: str, *args: object) -> None:
-            """Probes and scrapes are not worth a log line each."""
 
-        def do_GET(self) -> None:
-            if self.path == "/metrics":
-                self._answer(200, render(), CONTENT_TYPE_LATEST)
-            elif self.path == "/healthz":
-                self._answer(200, b"ok\n", "text/plain; charset=utf-8")
-            else:
-                self._answer(404, b"not found\n", "text/plain; charset=utf-8")
-
-        def _answer(self, code: int, body: bytes, content_type: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    return Handler
+def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+    """A fault the loop would print as a traceback: one line in the configured log format."""
+    with contextlib.suppress(Exception):
+        log.warning("metrics port: %s", context.get("exception") or context.get("message"))

@@ -163,6 +163,9 @@ class WebhookServer:
             # Never the kubeconfig of whoever runs the tests: servers that need namespace
             # labels are pointed at a fake Kubernetes API explicitly.
             "NAMESPACE_LABELS": "off",
+            # The tests tell workers apart by /readyz's details (off by default: any client
+            # of the admission port could read them).
+            "READYZ_DETAILS": "on",
             **self.extra_environment,
         }
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from time import perf_counter
 from typing import Any
@@ -11,7 +10,6 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from webhook import __version__
 from webhook.admission.answer import judge
 from webhook.admission.decide import cached_bytes
 from webhook.admission.review import ReviewDecodeError, ReviewEnvelope, decode_envelope
@@ -21,11 +19,17 @@ from webhook.policy.namespace_labels import NamespaceLabelSource
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import PolicyStore, ReloadObserver
-from webhook.server.admission_log import AdmissionRecord, Endpoint, log_admission, log_rejection
+from webhook.server.admission_log import (
+    AdmissionRecord,
+    Endpoint,
+    log_admission,
+    log_client_fault,
+    log_rejection,
+)
 from webhook.server.front_refusals import REFUSALS_HOOK
-from webhook.server.log_format import rfc3339
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import Settings
+from webhook.server.worker_status import WorkerStatusFile, readiness
 
 log = logging.getLogger("webhook")
 
@@ -54,6 +58,8 @@ def create_app(
         labels = on_demand
     nodes = OnDemandNodeInventory(settings.node_inventory)
     observers.append(nodes)
+    if settings.state_dir is not None:
+        observers.append(WorkerStatusFile(settings.state_dir, settings.policy_reload_seconds))
     store = _policy_store(settings, policies, observers)
     metrics.start_publishing()
     app = Flask("webhook")
@@ -99,11 +105,13 @@ def create_app(
         log_rejection(endpoint, code, reason)
         return _error(code, reason)
 
-    def refused_at_front(path: str, status: int, reason: str) -> None:
+    def refused_at_front(path: str, status: int | None, reason: str) -> None:
         endpoint = ENDPOINT_PATHS.get(path)
         if endpoint is not None:
             metrics.rejected(endpoint)
             log_rejection(endpoint, status, reason)
+        else:
+            log_client_fault(path, status, reason)
 
     app.extensions[REFUSALS_HOOK] = refused_at_front
 
@@ -121,7 +129,10 @@ def create_app(
 
     @app.get("/readyz")
     def readyz() -> tuple[Response, int]:
-        return jsonify(_readiness(store, settings.policy_reload_seconds)), 200
+        # A probe needs no more; the details are on the metrics port (worker_status.py).
+        if not settings.readyz_details:
+            return jsonify(status="ready"), 200
+        return jsonify(readiness(store.current, store.status, settings.policy_reload_seconds)), 200
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
@@ -150,31 +161,6 @@ def _policy_store(
     if settings.policy_reload_seconds > 0:
         store.start_watching(settings.policy_reload_seconds)
     return store
-
-
-def _readiness(store: PolicyStore, interval_seconds: float) -> dict[str, Any]:
-    current, status = store.current, store.status
-    failure = status.last_failure
-    return {
-        "status": "ready",
-        "version": __version__,
-        "policies": [policy.name for policy in current.policy_set.policies],
-        "policySet": {
-            "digest": current.digest,
-            "loadedAt": rfc3339(current.loaded_at.timestamp()),
-            "source": current.source,
-        },
-        "reload": {
-            "intervalSeconds": interval_seconds,
-            "reloads": status.reloads,
-            "failures": status.failures,
-            "failing": status.failing,
-            "lastFailure": None
-            if failure is None
-            else {"at": rfc3339(failure.at.timestamp()), "problems": list(failure.problems)},
-        },
-        "worker": os.getpid(),
-    }
 
 
 def _is_json(content_type: str) -> bool:

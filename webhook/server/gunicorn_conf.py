@@ -50,6 +50,7 @@ from webhook.server.settings import Settings, SettingsError
 from webhook.server.stall_limited_tls import stall_limited
 from webhook.server.tls_context import TLSContextCache
 from webhook.server.worker import ConnectionTable
+from webhook.server.worker_status import every_worker, forget_worker
 
 try:
     _settings = Settings.from_environ()
@@ -155,11 +156,13 @@ def child_exit(server: Any, worker: Any) -> None:
     from webhook.server.metrics import mark_worker_dead
 
     mark_worker_dead(worker.pid)
+    forget_worker(Path(os.environ[STATE_DIR_VARIABLE]), worker.pid)
 
 
 def when_ready(server: Any) -> None:
     """The plain-HTTP metrics port, in the master: it merges every worker's values, as
-    /metrics on the admission port does, for scrapers that speak no TLS to it."""
+    /metrics on the admission port does, for scrapers that speak no TLS to it, and shows every
+    worker's readiness details at /status."""
     if not _settings.metrics_bind:
         return
     # Imported here, after on_starting has set PROMETHEUS_MULTIPROC_DIR.
@@ -169,9 +172,12 @@ def when_ready(server: Any) -> None:
     from webhook.server.metrics import merged_registry
 
     registry = merged_registry(os.environ[METRICS_DIR_VARIABLE], _settings.cert_file)
+    state_dir = Path(os.environ[STATE_DIR_VARIABLE])
     host, port = parse_bind(_settings.metrics_bind)
     try:
-        metrics = MetricsServer(lambda: generate_latest(registry), host, port)
+        metrics = MetricsServer(
+            lambda: generate_latest(registry), host, port, status=lambda: every_worker(state_dir)
+        )
     except OSError as error:
         _fail(f"METRICS_BIND {_settings.metrics_bind}: {error.strerror or error}")
     metrics.start("metrics-port")

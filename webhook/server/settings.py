@@ -66,6 +66,9 @@ class Settings:
     # balancing, no next request on the same thread). held_writes off: a write per send.
     worker: str = "keepalive"
     held_writes: str = "on"
+    # on: /readyz on the admission port shows what the metrics port's /status does, for a
+    # server only trusted clients reach (a test, a debugging session on loopback).
+    readyz_details: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -106,6 +109,7 @@ class Settings:
             max_connections=_positive_int(env, "MAX_CONNECTIONS", defaults.max_connections),
             worker=_choice(env, "WORKER", defaults.worker, WORKERS),
             held_writes=_choice(env, "HELD_WRITES", defaults.held_writes, ON_OFF),
+            readyz_details=_choice(env, "READYZ_DETAILS", "off", ON_OFF) == "on",
         )
 
 
