@@ -34,24 +34,51 @@ _MAX_EXPONENT = 30
 _MAX_LENGTH = 64
 
 
+_NANO = 10**9
+# resource.Quantity holds at most this many of its smallest units; more is no quantity here.
+_LARGEST = 2**63 - 1
+
+
 class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity."""
+
+
+class JSONNumber(float):
+    """A JSON number as it was written. The apiserver parses a bare number's text as a
+    quantity string, so `1E-400` is a nano and not the 0.0 a float makes of it; decoders give
+    this as `parse_float` and `parse_quantity` reads the text."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> JSONNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __str__(self) -> str:  # in messages, as the user wrote it
+        return self.text
+
+    __repr__ = __str__
 
 
 def parse_quantity(value: object) -> Fraction:
     """The exact amount a quantity denotes.
 
     Accepts the string forms the API uses and, for manifests written by hand, JSON or YAML
-    numbers. Booleans, NaN and infinities are not quantities.
+    numbers (a `JSONNumber` by its text, as the apiserver reads it). Booleans, NaN and
+    infinities are not quantities.
     """
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is a boolean, not a quantity")
     if isinstance(value, int):
         return Fraction(value)
+    if isinstance(value, JSONNumber):
+        return parse_quantity(value.text)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise QuantityError(f"{value!r} is not a finite number")
-        return Fraction(repr(value))
+        return parse_quantity(repr(value))
     if not isinstance(value, str):
         raise QuantityError(f"a quantity is a string or a number, not {type(value).__name__}")
     if len(value) > _MAX_LENGTH:
@@ -62,12 +89,19 @@ def parse_quantity(value: object) -> Fraction:
     amount = Fraction(match["number"])
     if match["exponent"]:
         exponent = int(match["exponent"][1:], 10)
-        if abs(exponent) > _MAX_EXPONENT:
+        if exponent > _MAX_EXPONENT:
             raise QuantityError(f"{value!r} has an exponent out of range")
+        # A number of at most _MAX_LENGTH digits times 10**-100 is far below a nano, as it is
+        # with any smaller exponent: either rounds up to one nano below, or is zero.
+        exponent = max(exponent, -100)
         amount *= Fraction(10) ** exponent
     else:
         suffix = match["suffix"] or ""
         amount *= _BINARY_SUFFIXES.get(suffix) or _DECIMAL_SUFFIXES[suffix]
+    # As ParseQuantity does: a non-zero amount finer than a nano is rounded up to one.
+    amount = Fraction(math.ceil(amount * _NANO), _NANO)
+    if amount > _LARGEST:
+        raise QuantityError(f"{value!r} is larger than a Kubernetes quantity holds")
     return -amount if match["sign"] == "-" else amount
 
 

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from webhook.admission.input_bounds import MAX_NESTING_DEPTH, nested_too_deeply
 from webhook.admission.verdict import Verdict
+from webhook.quantity import JSONNumber
 
 SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 # encode_response's layout, compact, with the members after the uid left to the verdict.
@@ -55,7 +56,7 @@ class AdmissionRequest:
 
 def decode_envelope(body: bytes) -> ReviewEnvelope:
     try:
-        review = json.loads(body)
+        review = json.loads(body, parse_float=JSONNumber)
     except (ValueError, UnicodeDecodeError) as error:
         raise ReviewDecodeError(f"the body is not JSON: {error}") from None
     except RecursionError:
