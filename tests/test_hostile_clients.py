@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.kept_alive import KeptAlive
+from tests.support.raw_sockets import read_until_closed
 from tests.support.server import REPO_ROOT, WebhookServer
 from tests.support.waiting import eventually
 
@@ -155,16 +156,6 @@ def test_silent_and_half_sent_connections_are_closed_within_their_deadlines(
 
 
 REVIEW_HEAD = b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-
-
-def read_until_closed(client: ssl.SSLSocket) -> bytes:
-    answer = b""
-    try:
-        while data := client.recv(65536):
-            answer += data
-    except OSError:
-        pass  # reset after the answer: what came before it is what counts
-    return answer
 
 
 def test_chunked_and_expect_drips_leave_every_new_connection_answered(

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.raw_sockets import read_until_closed
 from tests.support.server import (
     FRACTIONAL_POD_REVIEW,
     REPO_ROOT,
@@ -233,13 +234,6 @@ def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(
 
 
 REVIEW_HEAD = b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-
-
-def read_until_closed(tls: ssl.SSLSocket) -> bytes:
-    reply = b""
-    while data := tls.recv(65536):
-        reply += data
-    return reply
 
 
 def test_a_chunked_review_is_read_whole_and_answered(shipped_server: WebhookServer) -> None:

@@ -5,8 +5,9 @@ One event loop on one thread serves every connection, so a client that drips its
 never reads its answer holds no thread, only a socket:
 - a request has `REQUEST_SECONDS` from its connection to its whole head, and its answer as long
   again to leave; past either the connection is closed;
-- at most `MAX_CONNECTIONS` are open at once: a new one past that closes the oldest, which a
-  scraper (done in milliseconds) never is for long;
+- at most `MAX_CONNECTIONS` are open at once: a new one past that closes the oldest that has
+  not sent its whole request yet (or itself, where every other is being answered), so a burst of
+  connections never cuts off a scrape being answered;
 - heads over `MAX_HEAD_BYTES` are answered 431, and each answer closes its connection.
 No client fault is logged: a port that anyone may reach must not let anyone fill the log.
 The caller's `render` gives the metrics text and `status` the workers' details, each run on a
@@ -28,7 +29,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 REQUEST_SECONDS = 10.0
 MAX_CONNECTIONS = 64
 MAX_HEAD_BYTES = 16 * 1024
-BACKLOG = 128
+# gunicorn's own default: a burst of connections waits in the kernel, not refused.
+BACKLOG = 2048
 _TEXT = "text/plain; charset=utf-8"
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout"}
 _REASONS |= {400: "Bad Request", 431: "Request Header Fields Too Large"}
@@ -56,7 +58,8 @@ class MetricsServer:
         self._loop = asyncio.new_event_loop()
         self._loop.set_exception_handler(_quiet)
         self._renderers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="metrics-render")
-        self._open: OrderedDict[asyncio.Task[None], None] = OrderedDict()
+        # Each open connection, oldest first, and whether its request has arrived whole.
+        self._open: OrderedDict[asyncio.Task[None], bool] = OrderedDict()
         # Bound here, so that a port in use fails the caller at once.
         self._server = self._loop.run_until_complete(
             asyncio.start_server(
@@ -92,14 +95,15 @@ class MetricsServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._open[task] = None
-        while len(self._open) > self._max_connections:
-            oldest = next(iter(self._open))
-            self._open.pop(oldest)
-            oldest.cancel()
+        self._open[task] = False
+        if len(self._open) > self._max_connections:
+            # The oldest still sending its request; itself where all others are being answered.
+            waiting = next((other for other, whole in self._open.items() if not whole), task)
+            self._open.pop(waiting)
+            waiting.cancel()
         try:
             async with asyncio.timeout(self._request_seconds):
-                status, body, content_type = await self._answer(reader)
+                status, body, content_type = await self._answer(reader, task)
             async with asyncio.timeout(self._request_seconds):
                 writer.write(_response(status, body, content_type))
                 writer.close()
@@ -110,13 +114,17 @@ class MetricsServer:
             self._open.pop(task, None)
             writer.transport.abort()  # at once, whatever it still holds
 
-    async def _answer(self, reader: asyncio.StreamReader) -> tuple[int, bytes, str]:
+    async def _answer(
+        self, reader: asyncio.StreamReader, task: asyncio.Task[None]
+    ) -> tuple[int, bytes, str]:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
             return 431, b"the request head is too large\n", _TEXT
         except asyncio.IncompleteReadError:
             raise ConnectionResetError("the client closed its request unfinished") from None
+        if task in self._open:
+            self._open[task] = True
         request_line = head.split(b"\r\n", 1)[0].split(b" ")
         if len(request_line) != 3 or not request_line[2].startswith(b"HTTP/1."):
             return 400, b"not an HTTP/1 request\n", _TEXT

@@ -76,6 +76,16 @@ def arrival_of(buffered: bytes) -> tuple[Arrival, int | None]:
             (Arrival.REFUSED, 501),
             id="a coding not served",
         ),
+        pytest.param(
+            HEAD + b"Transfer-Encoding : chunked\r\n\r\n",
+            (Arrival.REFUSED, 400),
+            id="whitespace before the colon",
+        ),
+        pytest.param(
+            HEAD + b"X-A: 1\r\n Transfer-Encoding: chunked\r\n\r\n",
+            (Arrival.REFUSED, 400),
+            id="a folded line",
+        ),
         # A header value that merely mentions the words is no such header.
         pytest.param(
             HEAD + b"X-Note: transfer-encoding: chunked\r\nContent-Length: 1\r\n\r\n",

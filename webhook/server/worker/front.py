@@ -48,6 +48,9 @@ from webhook.server.worker.request_framing import (
 )
 
 RECV_BYTES = 64 * 1024
+# Read from one connection per wake-up at most, so that a client that sends fast (a body
+# bound for a 413) takes turns with the handshakes and reads of the others.
+READ_PER_WAKE = 256 * 1024
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _STATUS_TEXT = {
     400: "Bad Request",
@@ -219,7 +222,8 @@ class Front:
 
     def _read(self, entry: _Arriving) -> None:
         sock = entry.conn.sock
-        while True:
+        taken = 0
+        while taken < READ_PER_WAKE or sock.pending():
             try:
                 data = sock.recv(RECV_BYTES)
             except (ssl.SSLWantReadError, BlockingIOError):
@@ -234,6 +238,7 @@ class Front:
                 # The first bytes of a request: from now on it has `request_seconds`.
                 entry.deadline = self._clock() + self.limits.request_seconds
             entry.buffer += data
+            taken += len(data)
             self._buffered += len(data)
             if self._buffered > self.limits.buffer_budget:
                 self._give_up(entry)

@@ -9,7 +9,8 @@ sends its body; the front gives it, and this module says when it is due.
 What cannot be framed without guessing is refused here, before any thread sees it: a body over
 the limit (counted as sent, chunk lines and all), a head over its limit, a Content-Length that
 is not one number, Content-Length beside Transfer-Encoding (the classic smuggling pair), a
-coding other than plain `chunked`, and a chunked body that breaks its grammar (RFC 9112 7.1).
+coding other than plain `chunked`, a header line folded or with whitespace before its colon,
+and a chunked body that breaks its grammar (RFC 9112 7.1).
 Everything else about the head (its header names and values) is gunicorn's to judge: by then
 the request is whole, so its answer never waits on the client.
 
@@ -141,6 +142,11 @@ class RequestArrival:
         expects_continue = False
         for line in lines[1:]:
             name, _, value = line.partition(b":")
+            if name[:1] in (b" ", b"\t") or name != name.rstrip(b" \t"):
+                # RFC 9112 5.1 and 5.2: whitespace before the colon, or a line folded onto the
+                # one before, is refused: read two ways, it is how requests are smuggled.
+                self._refuse(400, "a header line is folded or has whitespace before its colon")
+                return None
             if name == b"content-length":
                 lengths.append(value.strip(b" \t"))
             elif name == b"transfer-encoding":
