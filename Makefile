@@ -65,13 +65,14 @@ $(CHECKOV_STAMP): deploy/checkov/requirements.txt
 	@touch $@
 
 # The long runs of the reliability suites (README, Reliability), each printing its figures:
-# 100,000 fuzzed reviews in-process, the hostile-clients suite at full size, a hundred policy
-# edits under load, and a million distinct pods against the workers' memory bound. About 40
-# minutes on 2 cores.
+# 100,000 fuzzed reviews in-process, the hostile-clients suite at full size, the adversarial
+# matrix, a hundred policy edits under load, and a million distinct pods against the workers'
+# memory bound. About 45 minutes on 2 cores.
 soak: $(STAMP)
 	$(BIN)/python -m tests.fuzz.soak --cases 100000
 	HOSTILE_IDLE=500 HOSTILE_SLOW_HEADS=100 HOSTILE_HALF_BODIES=50 HOSTILE_RATE=200 \
 		HOSTILE_REVIEWS=1000 $(BIN)/python -m pytest -q -s tests/test_hostile_clients.py
+	$(BIN)/python -m tests.soak.adversarial
 	RELOAD_EDITS=100 $(BIN)/python -m pytest -q -s tests/test_reload_under_load.py
 	$(BIN)/python -m tests.soak.distinct_pods --reviews 1000000
 
