@@ -22,8 +22,11 @@ GPU_POD = "01-create-pod-frac-quarter"
 PLAIN_POD = "11-create-pod-plain-web"
 DEPLOYMENT = "05-create-deployment-llm-serve"
 # The shipped policy rewrites every one of 40 fractional containers (each gets its own share of
-# VRAM), so pod-40 keeps each container's fractional GPU ask.
+# VRAM), so pod-40 keeps a fractional GPU ask in each: 25m of an A100 80GB, 2048 MiB, so that
+# the forty shares fit on the one card they share.
 MANY_CONTAINERS = 40
+MANY_CONTAINERS_SHARE = "25m"
+MANY_CONTAINERS_MODEL = "NVIDIA-A100-SXM4-80GB"
 
 Expect = Literal["patched", "allowed"]
 
@@ -64,6 +67,18 @@ def with_containers(review: Mapping[str, Any], count: int) -> dict[str, Any]:
     return grown
 
 
+def on_card(review: Mapping[str, Any], model: str, share: str) -> dict[str, Any]:
+    """The pod review with its first container asking `share` of a GPU of `model`."""
+    moved = copy.deepcopy(dict(review))
+    spec = moved["request"]["object"]["spec"]
+    resources = spec["containers"][0]["resources"]
+    for field_name in ("limits", "requests"):
+        if "nvidia.com/gpu" in resources.get(field_name, {}):
+            resources[field_name]["nvidia.com/gpu"] = share
+    spec.setdefault("nodeSelector", {})["nvidia.com/gpu.product"] = model
+    return moved
+
+
 def _renamed(container: Mapping[str, Any], name: str) -> dict[str, Any]:
     clone = copy.deepcopy(dict(container))
     clone["name"] = name  # in place, so the keys keep their captured order
@@ -85,9 +100,12 @@ def build_scenarios(root: Path = SHIPPED) -> tuple[Scenario, ...]:
         Scenario("plain-pod", captured(PLAIN_POD, root), "allowed", "a pod without GPUs"),
         Scenario(
             f"pod-{MANY_CONTAINERS}",
-            with_containers(gpu_pod, MANY_CONTAINERS),
+            with_containers(
+                on_card(gpu_pod, MANY_CONTAINERS_MODEL, MANY_CONTAINERS_SHARE), MANY_CONTAINERS
+            ),
             "patched",
-            f"the gpu-pod with {MANY_CONTAINERS} containers, each asking 250m",
+            f"the gpu-pod with {MANY_CONTAINERS} containers, each asking "
+            f"{MANY_CONTAINERS_SHARE} of an {MANY_CONTAINERS_MODEL}",
         ),
         Scenario("deployment", captured(DEPLOYMENT, root), "patched", "a Deployment asking 500m"),
     )

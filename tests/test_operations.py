@@ -225,7 +225,8 @@ def test_one_log_line_per_admission_names_the_request_and_its_verdict(traffic: T
     assert (patched["kind"], patched["namespace"], patched["name"]) == ("Pod", "ml", "frac-quarter")
     assert (patched["operation"], patched["dryRun"]) == ("CREATE", False)
     assert (patched["verdict"], patched["policy"]) == ("patched", "default")
-    assert patched["patchOperations"] > 0 and patched["warnings"] == 3
+    # applied, rewritten, pinned, and not enforced on the shipped pool
+    assert patched["patchOperations"] > 0 and patched["warnings"] == 4
     assert 0 < patched["durationMs"] < 1000
 
     denied = by_answer[("mutate", REQUESTS_DIFFER["request"]["uid"])]

@@ -27,11 +27,11 @@ from typing import Any
 
 import jsonpatch
 import pytest
-import yaml
 
 from tests.support.kept_alive import REVIEW
 from tests.support.server import REPO_ROOT, WebhookServer
 from tests.support.steady_load import SteadyLoad
+from webhook.policy.loader import load_policy_directory
 from webhook.policy.snapshot import PolicyFiles
 
 EDITS = int(os.environ.get("RELOAD_EDITS", "9"))
@@ -55,8 +55,14 @@ MODELS = {
     "NVIDIA-A100-SXM4-40GB": 40960,
     "NVIDIA-A100-SXM4-80GB": 81920,
 }
+# The variables the shipped policy gives a share (those of its frameworks and hard limit).
 ENV_NAMES = tuple(
-    sorted(entry["name"] for entry in yaml.safe_load(SHIPPED)["spec"]["sharing"]["env"])
+    sorted(
+        template.name
+        for policy in load_policy_directory(REPO_ROOT / "policies")
+        if policy.sharing is not None
+        for template in policy.sharing.env
+    )
 )
 
 # What an answer gave the example pod's container: its VRAM and the names of its env.

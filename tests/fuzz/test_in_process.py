@@ -79,11 +79,15 @@ def pod_review(obj: object) -> bytes:
 
 
 def gpu_pod(containers: int = 1, **extra: object) -> dict[str, object]:
+    """A pod whose first container asks for a quarter of a GPU (the shares of one pod must fit
+    the one card they share), the others for none."""
     return {
         "metadata": {"name": "p"},
         "spec": {
             "containers": [
                 {"name": f"c{i}", "resources": {"limits": {"nvidia.com/gpu": "250m"}}}
+                if i == 0
+                else {"name": f"c{i}"}
                 for i in range(containers)
             ],
             **extra,

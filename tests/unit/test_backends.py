@@ -16,6 +16,7 @@ import pytest
 from tests.support.engine_objects import deployment, mutated, pod, record_of, spec_of
 from tests.support.generated_pods import DEPLOYMENT, POD
 from webhook.engine.evaluate import evaluate_pod
+from webhook.policy.frameworks import FRAMEWORK_HEADROOM_MIB
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.model import Policy
 from webhook.policy.problems import PolicyLoadError
@@ -138,12 +139,37 @@ def test_every_backend_has_an_example_and_a_row() -> None:
     assert {row[3] for row in RENDERED} == set(BACKENDS)
 
 
+# The device memory a process of a 4 GiB share on an A100 40GB sees, of which its frameworks
+# take their fraction: the card; the share itself under HAMi-core; the MIG slice (1g.5gb).
+SEEN_OF_FOUR_GIB = {
+    "extended-resource": 40960,
+    "gpushare": 40960,
+    "time-slicing": 40960,
+    "kai": 40960,
+    "hami": 4096,
+    "mig": 4864,
+}
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_every_backend_caps_memory_through_the_env_it_sizes(backend: str) -> None:
+def test_every_backend_keeps_each_framework_inside_the_share_with_room_to_spare(
+    backend: str,
+) -> None:
     _, result = mutated(pod(dict(FOUR_GIB)), POD, example(backend))
     env = env_of(result)
-    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4096M"
-    assert env["XLA_CLIENT_MEM_FRACTION"] == "0.1"
+    room = 4096 - FRAMEWORK_HEADROOM_MIB
+    seen = SEEN_OF_FOUR_GIB[backend]
+    fraction = Fraction(env["XLA_CLIENT_MEM_FRACTION"])
+    # Rounded down, by less than a ten-thousandth of what the framework sees.
+    assert fraction * seen <= room < (fraction + Fraction(1, 10**4)) * seen
+    assert (
+        env["PYTORCH_CUDA_ALLOC_CONF"]
+        == f"per_process_memory_fraction:{env['XLA_CLIENT_MEM_FRACTION']}"
+    )
+    assert int(env["CUPY_GPU_MEMORY_LIMIT"]) == room * 2**20
+    # The example of the ExtendedResource pool runs an MPS daemon: the driver's hard limit.
+    hard = env.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")
+    assert hard == ("0=4096M" if backend == "extended-resource" else None)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -202,7 +228,9 @@ def test_hami_a_pod_in_hamis_dialect_is_checked_and_not_rewritten() -> None:
     written = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}
     _, result = mutated(pod(dict(written)), POD, example("hami"))
     assert limits_of(result) == written
-    assert env_of(result)["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=3000M"
+    # HAMi-core reports the 3000 MiB as the device's total: the fractions are of it.
+    assert env_of(result)["XLA_CLIENT_MEM_FRACTION"] == "0.8293"
+    assert env_of(result)["CUPY_GPU_MEMORY_LIMIT"] == str((3000 - 512) * 2**20)
 
 
 @pytest.mark.parametrize(
@@ -273,9 +301,9 @@ def test_hami_percentage_mode_rounds_the_share_down_to_a_whole_percent() -> None
         "nvidia.com/gpumem-percentage": "25",
         "nvidia.com/gpucores": "25",
     }
-    # HAMi holds the container to 25% of the card (10240 MiB), and so does its env.
-    assert env_of(result)["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=10240M"
-    assert env_of(result)["XLA_CLIENT_MEM_FRACTION"] == "0.25"
+    # HAMi holds the container to 25% of the card (10240 MiB), and its env stays inside that.
+    assert env_of(result)["CUPY_GPU_MEMORY_LIMIT"] == str((10240 - 512) * 2**20)
+    assert env_of(result)["XLA_CLIENT_MEM_FRACTION"] == "0.95"
 
 
 # KAI ---------------------------------------------------------------------------------------
@@ -428,8 +456,8 @@ def test_hami_percent_is_stable_across_passes_and_the_env_stays_under_it(
     assert percent == int(Fraction(fraction) * 100)
     assert policy.sharing is not None
     card = policy.sharing.models[product].memory_mib
-    cap = int(env_of(result, DEPLOYMENT)["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"][2:-1])
-    assert cap <= card * percent // 100
+    cap = int(env_of(result, DEPLOYMENT)["CUPY_GPU_MEMORY_LIMIT"]) // 2**20
+    assert cap + FRAMEWORK_HEADROOM_MIB <= card * percent // 100
 
 
 def test_hami_keeps_the_cores_a_user_wrote_beside_a_share() -> None:

@@ -346,7 +346,7 @@ def test_the_forty_container_pod_is_patched_in_every_container(
     for container in mutated["spec"]["containers"]:
         for amounts in container["resources"].values():
             assert "nvidia.com/gpu" not in amounts
-            assert amounts["example.com/vram"] == "3840"
+            assert amounts["example.com/vram"] == "2048"  # 25m of 81920 MiB
 
 
 @pytest.mark.parametrize("name", ["gpu-pod", "plain-pod", "pod-40", "deployment"])

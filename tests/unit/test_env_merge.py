@@ -110,8 +110,7 @@ def test_a_merged_template_must_be_one_key_value_entry(tmp_path: Path, value: st
         value: "{value}"
         mergeInto: KeyValueList
 """
-    start = policy.index("    env:\n")
-    end = policy.index("\n  # Pods that take whole GPUs")
-    (tmp_path / "p.yaml").write_text(policy[:start] + env + policy[end:])
+    end = policy.index("  # Pods that take whole GPUs")
+    (tmp_path / "p.yaml").write_text(policy[:end] + env + "\n" + policy[end:])
     with pytest.raises(PolicyLoadError, match="one key:value entry"):
         load_policy_directory(tmp_path)

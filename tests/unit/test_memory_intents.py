@@ -36,7 +36,7 @@ GIVEN = [
     ("plain units stay", {"example.com/vram": "4096"}, None, POLICY, "4096"),
     ("gpu-memory in MiB", None, {"gpu-memory": "2048"}, POLICY, "2048"),
     ("gpu-memory in GiB", None, {"gpu-memory": "2048"}, IN_GIB, "2"),
-    ("gpu-memory with leading zeros", None, {"gpu-memory": "0512"}, POLICY, "512"),
+    ("gpu-memory with leading zeros", None, {"gpu-memory": "01024"}, POLICY, "1024"),
 ]
 
 

@@ -21,6 +21,7 @@ from webhook.kube.on_demand_inventory import OnDemandNodeInventory
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.model import Policy
 from webhook.policy.policy_set import PolicySet
+from webhook.policy.problems import PolicyLoadError
 from webhook.policy.store import ReloadStatus, ServedSet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
@@ -229,3 +230,91 @@ def test_nodes_labelled_with_a_models_alias_count_as_that_model() -> None:
         op["path"] for op in outcome.operations if op["op"] == "add" and "/limits/" in op["path"]
     ]
     assert added == ["/spec/containers/0/resources/limits/nvidia.com~1mig-3g.20gb"]
+
+
+# --- a model the catalogue lacks, sized from its nodes ------------------------------------------
+
+NEW_CARD = "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"
+EVERY_MODEL = """apiVersion: gpu-admission.example.com/v1alpha1
+kind: GPUPolicy
+metadata:
+  name: every-model
+spec:
+  gpuResources:
+    - name: nvidia.com/gpu
+      fractions: Rewrite
+  sharing:
+    vramResource: example.com/vram
+"""
+
+
+def labelled(name: str, product: str, memory: str) -> dict[str, Any]:
+    found = node(name, product, **{"nvidia.com/gpu": "1"})
+    found["metadata"]["labels"]["nvidia.com/gpu.memory"] = memory
+    return found
+
+
+def every_model_policy(tmp_path: Path, models: str = "") -> Policy:
+    (tmp_path / "policy.yaml").write_text(EVERY_MODEL + models)
+    (policy,) = load_policy_directory(tmp_path)
+    return policy
+
+
+def test_nodes_give_each_products_memory_the_least_where_they_differ() -> None:
+    inventory = Offline()
+    inventory.listed(
+        [
+            labelled("a", NEW_CARD, "97887"),
+            labelled("b", NEW_CARD, "97871"),
+            labelled("c", "Tesla-T4", "not a number"),
+        ]
+    )
+    snapshot = inventory.mig_inventory()
+    assert snapshot.memory_of(NEW_CARD) == 97871
+    assert snapshot.memory_of("Tesla-T4") is None
+    inventory.changed("DELETED", labelled("b", NEW_CARD, "97871"))
+    assert inventory.mig_inventory().memory_of(NEW_CARD) == 97887
+    assert inventory.mig_inventory().version == snapshot.version + 1
+
+
+def test_a_pool_of_every_model_sizes_one_the_catalogue_lacks_from_its_nodes(
+    tmp_path: Path,
+) -> None:
+    policy = every_model_policy(tmp_path)
+    assert policy.sharing is not None and policy.sharing.reads_nodes
+    obj = pod({"nvidia.com/gpu": "0.25"})
+    obj["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": NEW_CARD}
+    inventory = MigInventory(memory_by_product={NEW_CARD: 97871}, version=3)
+    outcome = evaluate_pod(obj, POD, policy, "mutate", inventory=inventory)
+    assert outcome.violations == ()
+    assert f"example.com/vram=24467 MiB of {NEW_CARD}" in outcome.rewritten
+
+
+@pytest.mark.parametrize(
+    ("models", "fragment"),
+    [
+        pytest.param("", "no node labels its memory (nvidia.com/gpu.memory)", id="no node seen"),
+        pytest.param("    models: [Tesla-T4]\n", "or to a GPUModelCatalogue", id="a listed pool"),
+    ],
+)
+def test_a_model_neither_the_pool_nor_its_nodes_know_is_denied_naming_how_to_add_it(
+    tmp_path: Path, models: str, fragment: str
+) -> None:
+    policy = every_model_policy(tmp_path, models)
+    obj = pod({"nvidia.com/gpu": "0.25"})
+    obj["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": NEW_CARD}
+    # A listed pool takes only its models, whatever the nodes say.
+    inventory = MigInventory(memory_by_product={NEW_CARD: 97871}) if models else MigInventory()
+    (violation,) = evaluate_pod(obj, POD, policy, "mutate", inventory=inventory).violations
+    assert violation.rule == "model-unknown"
+    assert "add it to spec.sharing.models (written whole with its memoryMiB)" in violation.message
+    assert fragment in violation.message
+
+
+def test_lint_names_both_ways_to_add_a_model_the_catalogue_lacks(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text(EVERY_MODEL + f"    models: [{NEW_CARD}]\n")
+    with pytest.raises(PolicyLoadError) as error:
+        load_policy_directory(tmp_path)
+    (problem,) = error.value.problems
+    assert f"write it here whole ({{product: {NEW_CARD}, memoryMiB:" in str(problem)
+    assert "or add it to a GPUModelCatalogue document beside the policies" in str(problem)

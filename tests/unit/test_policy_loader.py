@@ -3,9 +3,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.policy_files import load_problems, write_policy
-from webhook.policy.defaults import DEFAULT_GOVERNED_RESOURCES, DEFAULT_SHARE_ENV
+from webhook.policy.defaults import DEFAULT_GOVERNED_RESOURCES
+from webhook.policy.frameworks import DEFAULT_FRAMEWORKS, FRAMEWORK_ENV
 from webhook.policy.loader import load_policy_directory
-from webhook.policy.model import FractionHandling, MultiGpuNodes
+from webhook.policy.model import FractionHandling, Framework, HardLimit, MultiGpuNodes
 from webhook.policy.policy_set import PolicySet
 
 REPO_POLICIES = Path(__file__).resolve().parents[2] / "policies"
@@ -39,7 +40,10 @@ def test_omitted_fields_get_the_documented_defaults(tmp_path: Path) -> None:
     (policy,) = load_policy_directory(tmp_path)
     assert policy.resources == DEFAULT_GOVERNED_RESOURCES
     assert policy.sharing is not None
-    assert policy.sharing.env == DEFAULT_SHARE_ENV
+    assert policy.sharing.frameworks == DEFAULT_FRAMEWORKS
+    assert policy.sharing.env == tuple(t for f in DEFAULT_FRAMEWORKS for t in FRAMEWORK_ENV[f])
+    assert Framework.PYTORCH not in policy.sharing.frameworks
+    assert policy.sharing.hard_limit is HardLimit.NONE
     assert policy.sharing.unit == "MiB"
     assert policy.sharing.model_label == "nvidia.com/gpu.product"
     assert policy.whole_gpu.resource_tolerations is True

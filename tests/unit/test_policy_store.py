@@ -33,7 +33,7 @@ from webhook.policy.store import (
 from webhook.server.settings import Settings, SettingsError
 
 GOOD = (REPO_ROOT / "policies" / "default.yaml").read_text()
-OTHER_MODEL = GOOD.replace("defaultModel: Tesla-T4", "defaultModel: NVIDIA-L4")
+OTHER_MODEL = GOOD.replace("defaultModel: Tesla-T4", "defaultModel: NVIDIA-A10G")
 BROKEN = GOOD.replace("unit: MiB", "unit: KiB")
 BROKEN_LINE = BROKEN.splitlines().index("    unit: KiB") + 1
 # A second policy that can be served beside the default one.
@@ -230,7 +230,7 @@ def test_a_change_is_loaded_once(
     assert watcher.poll()
     assert not watcher.poll()
     assert len(loads) == 1
-    assert default_model(store) == "NVIDIA-L4"
+    assert default_model(store) == "NVIDIA-A10G"
     assert held_back_lines(caplog) == []  # written at once, so settled at the first look
 
 
@@ -252,7 +252,7 @@ def test_a_directory_that_changes_during_a_load_is_loaded_again(
     assert store.reload() == "unsettled"
     assert store.status == ReloadStatus()  # what was read was a mix: nothing recorded
     assert watcher.poll()
-    assert default_model(store) == "NVIDIA-L4"
+    assert default_model(store) == "NVIDIA-A10G"
     assert store.status.reloads == 1 and store.status.failures == 0
 
 
@@ -288,7 +288,7 @@ def test_half_of_the_shipped_policy_passes_lint(tmp_path: Path) -> None:
     (tmp_path / "default.yaml").write_text(HALF_OTHER_MODEL)
     assert run_lint(tmp_path, stdout=io.StringIO()) == 0
     (half,) = PolicySet.load(tmp_path).policies
-    assert half.sharing is not None and half.sharing.default_model == "NVIDIA-L4"
+    assert half.sharing is not None and half.sharing.default_model == "NVIDIA-A10G"
     (whole,) = PolicySet.load(REPO_ROOT / "policies").policies
     assert whole.sharing is not None
     assert len(half.sharing.models) < len(whole.sharing.models)
@@ -429,7 +429,7 @@ def test_a_configmap_swap_is_taken_without_waiting(
     store = PolicyStore.open(mount.directory)
     mount.publish({"default.yaml": OTHER_MODEL})
     assert store.reload() == "reloaded"
-    assert default_model(store) == "NVIDIA-L4"
+    assert default_model(store) == "NVIDIA-A10G"
     assert time.monotonic() - started < 1
 
 
@@ -536,7 +536,7 @@ def test_a_bad_edit_keeps_the_old_set_and_records_file_line_and_field(
 
     (policy_dir / "default.yaml").write_text(OTHER_MODEL)
     assert store.reload() == "reloaded"
-    assert default_model(store) == "NVIDIA-L4"
+    assert default_model(store) == "NVIDIA-A10G"
     assert store.current.source == "directory"
     assert store.current.digest == PolicyFiles.read(policy_dir).digest
     assert store.status.reloads == 1 and store.status.failures == 1

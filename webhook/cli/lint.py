@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import TextIO
 
 from webhook.cli.errors import InputError
+from webhook.policy.frameworks import LIMITED_FRAMEWORKS
+from webhook.policy.model import Framework, Sharing
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.problems import PolicyLoadError
 
@@ -28,7 +30,27 @@ def run_lint(directory: Path, *, stdout: TextIO) -> int:
     names = [policy.name for policy in policy_set.policies]
     noun = "policy" if len(names) == 1 else "policies"
     stdout.write(f"{shown}: {len(names)} {noun} OK: {', '.join(names)}\n")
+    for policy in policy_set.policies:
+        if policy.sharing is not None and not policy.sharing.enforced:
+            stdout.write(f"{shown}: notice: {unenforced_notice(policy.name, policy.sharing)}\n")
     return 0
+
+
+def unenforced_notice(policy_name: str, sharing: Sharing) -> str:
+    """What lint and scan say of a pool whose shares nothing below the scheduler holds."""
+    told = [f.value for f in sharing.frameworks if f in LIMITED_FRAMEWORKS]
+    left = [f.value for f in Framework if f not in LIMITED_FRAMEWORKS or f.value not in told]
+    said = f"{_listed(told)} told their limit, " if told else "no framework is told one, "
+    return (
+        f'policy "{policy_name}" does not enforce its shares (hardLimit: None): nothing on its '
+        f"nodes stops a process from taking more than its share; {said}{_listed(left)} not. "
+        "Set hardLimit: MPS where the nodes run an MPS control daemon, or use the HAMi or MIG "
+        "backend (docs/frameworks.md)"
+    )
+
+
+def _listed(names: list[str]) -> str:
+    return f"{', '.join(names)} {'is' if len(names) == 1 else 'are'}"
 
 
 def _shown(directory: Path) -> str:

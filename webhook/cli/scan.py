@@ -23,6 +23,7 @@ from webhook.cli.manifests import RESOURCES, creation_review, read_manifest
 from webhook.cli.policies import load_policy_set
 from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
 from webhook.policy.namespace_labels import StaticNamespaceLabels
+from webhook.policy.policy_set import PolicySet
 
 PAGE_SIZE = 500
 # The kinds the webhook judges, as the API lists them across namespaces (all are v1 of their
@@ -107,7 +108,7 @@ def list_all(get: Get, path: str, page_size: int = PAGE_SIZE) -> Iterator[dict[s
 
 
 def _judge(
-    item: dict[str, Any], api_version: str, kind: str, policies: Any, labels: Any
+    item: dict[str, Any], api_version: str, kind: str, policies: PolicySet, labels: Any
 ) -> Finding:
     # The list encodes its items without apiVersion and kind.
     obj = {"apiVersion": api_version, "kind": kind, **item}
@@ -125,6 +126,10 @@ def _judge(
         return Finding(*where, "denied", policy, allowed_by + audit[WOULD_DENY])
     if verdict.patch:
         detail = audit.get("rewritten") or f"{len(verdict.patch)} patch operations"
+        governing = next((p for p in policies.policies if p.name == policy), None)
+        sharing = governing.sharing if governing is not None else None
+        if sharing is not None and not sharing.enforced and audit.get("rewritten"):
+            detail += "; not enforced (hardLimit: None): only the frameworks told it keep the share"
         return Finding(*where, "rewritten", policy, detail)
     return Finding(*where, "untouched", policy, "")
 

@@ -9,7 +9,8 @@ an enforced template, a violation when validating the object as stored."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, Literal
 
 from webhook.engine.findings import Violation
@@ -37,17 +38,29 @@ class EnvChange:
 
 
 def plan_env(
-    share: SizedShare, sharing: Sharing, policy_name: str, managed: Collection[str]
+    share: SizedShare,
+    sharing: Sharing,
+    policy_name: str,
+    managed: Collection[str],
+    seen_mib: int,
+    managed_entries: Mapping[str, str] = MappingProxyType({}),
 ) -> tuple[list[EnvChange], list[Violation]]:
+    """`seen_mib`: the device memory a process of the container sees (placeholder_values);
+    `managed_entries`: of the `managed` variables, those where the webhook owns one entry of a
+    list, and its key. A managed variable the policy gives no more is taken away."""
     container = share.intent.container
     present: dict[str, tuple[int, Mapping[str, Any]]] = {}
     for index, item in enumerate(container.env()):
         if isinstance(item, Mapping) and isinstance(item.get("name"), str):
             present.setdefault(item["name"], (index, item))
-    values = placeholder_values(share, sharing)
+    values = placeholder_values(share, sharing, seen_mib)
     changes: list[EnvChange] = []
     violations: list[Violation] = []
-    for template in sharing.env:
+    given: set[str] = set()
+    for written in sharing.env:
+        template = _named_as_set(written, present)
+        # The variables a template defers to are the user's to keep, never stale ones of ours.
+        given.update((template.name, *template.unless_set))
         value = template.value.format_map(values)
         existing = present.get(template.name)
         replaced_by = next((name for name in template.unless_set if name in present), None)
@@ -72,7 +85,19 @@ def plan_env(
             changes.append(EnvChange(action, template.name, value, index, template.enforce, item))
         elif not right and template.enforce:
             violations.append(_env_wrong(share, template, item, value, policy_name))
+    for name in sorted(set(managed) - given):
+        if name in present:
+            changes.append(without_ours(name, managed_entries.get(name), *present[name]))
     return changes, violations
+
+
+def _named_as_set(template: EnvTemplate, present: Mapping[str, object]) -> EnvTemplate:
+    """The template under the name the container uses: one of its other names where the
+    container sets that one and not the first."""
+    if template.name in present or not template.also_named:
+        return template
+    name = next((other for other in template.also_named if other in present), template.name)
+    return template if name == template.name else replace(template, name=name)
 
 
 def _merged(

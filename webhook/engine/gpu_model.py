@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.engine.findings import Violation
+from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.engine.pod_spec import MalformedObject, PodView
 from webhook.engine.share_record import ShareRecord
 from webhook.engine.workloads import Path
@@ -28,25 +29,36 @@ class ModelChoice:
 
 
 def choose_model(
-    pod: PodView, sharing: Sharing, policy_name: str, record: ShareRecord
+    pod: PodView,
+    sharing: Sharing,
+    policy_name: str,
+    record: ShareRecord,
+    inventory: MigInventory = NO_INVENTORY,
 ) -> ModelChoice | Violation:
+    """`inventory`: what the nodes say, which sizes a model the catalogue lacks in a pool that
+    takes every model."""
     label = sharing.model_label
     named = _named_models(pod, sharing, ignore_selector=owns_pin(pod, sharing, record))
     if named is None:
-        return _unnamed(sharing, policy_name, record)
+        return _unnamed(sharing, policy_name, record, inventory)
     if not named:
         return Violation(
             "model-conflict",
             f"no GPU model satisfies the pod's nodeSelector and node affinity on {label}",
         )
-    unknown = sorted(product for product in named if product not in sharing.models)
+    known = {product: model for product in named if (model := _model(sharing, inventory, product))}
+    unknown = sorted(named - set(known))
     if unknown:
         return Violation(
             "model-unknown",
             f'{label}={", ".join(unknown)} is not a GPU model that policy "{policy_name}" '
-            f"knows ({_known(sharing)}): select one of those, or add it to spec.sharing.models",
+            f"knows ({_known(sharing)}): select one of those, or add it to spec.sharing.models "
+            "(written whole with its memoryMiB) or to a GPUModelCatalogue beside the policies"
+            + (
+                "; no node labels its memory (nvidia.com/gpu.memory)" if sharing.every_model else ""
+            ),
         )
-    models = sorted((sharing.models[product] for product in named), key=lambda m: m.product)
+    models = sorted(known.values(), key=lambda m: m.product)
     if len({model.memory_mib for model in models}) == 1:
         return ModelChoice(models[0], pin=False, how=f"{label} selected by the pod")
     if sharing.default_model in named:
@@ -68,11 +80,12 @@ def owns_pin(pod: PodView, sharing: Sharing, record: ShareRecord) -> bool:
     return record.pinned and record.model is not None and selected == record.model
 
 
-def _unnamed(sharing: Sharing, policy_name: str, record: ShareRecord) -> ModelChoice | Violation:
-    if record.model is not None and record.model in sharing.models:
-        return ModelChoice(
-            sharing.models[record.model], pin=record.pinned, how="the model it was sized for"
-        )
+def _unnamed(
+    sharing: Sharing, policy_name: str, record: ShareRecord, inventory: MigInventory
+) -> ModelChoice | Violation:
+    recorded = _model(sharing, inventory, record.model) if record.model is not None else None
+    if recorded is not None:
+        return ModelChoice(recorded, pin=record.pinned, how="the model it was sized for")
     if sharing.default_model is None:
         return Violation(
             "model-required",
@@ -85,6 +98,16 @@ def _unnamed(sharing: Sharing, policy_name: str, record: ShareRecord) -> ModelCh
         pin=not sharing.single_model_pool,
         how=f'the default model of policy "{policy_name}"',
     )
+
+
+def _model(sharing: Sharing, inventory: MigInventory, product: str) -> GpuModel | None:
+    """The pool's model of that name; in a pool that takes every model, one the catalogue
+    lacks is sized from the memory its nodes label it with."""
+    model = sharing.models.get(product)
+    if model is not None or not sharing.every_model:
+        return model
+    memory = inventory.memory_of(product)
+    return GpuModel(product, memory) if memory is not None else None
 
 
 def _known(sharing: Sharing) -> str:

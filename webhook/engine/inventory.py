@@ -1,5 +1,6 @@
 """What the cluster's nodes say about their GPUs, as far as the engine asks: the MIG profiles
-the nodes of each GPU model advertise.
+the nodes of each GPU model advertise, and each model's memory as the nodes label it (which
+sizes a share of a model the catalogue lacks).
 
 The engine stays pure: the server hands it a snapshot (`MigInventory`) made from a watch of
 the nodes, and the offline tools hand it none, so that it sizes from the catalogue alone.
@@ -27,11 +28,18 @@ class MigInventory:
 
     by_product: Mapping[str, Advertised] = field(default_factory=lambda: MappingProxyType({}))
     version: int = 0
+    # GPU feature discovery's `nvidia.com/gpu.memory` of each product, in MiB (the least,
+    # where nodes differ).
+    memory_by_product: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def advertised(self, product: str) -> Advertised | None:
         """The MIG resources the nodes of `product` advertise; None when none was seen, and
         the catalogue alone decides."""
         return self.by_product.get(product)
+
+    def memory_of(self, product: str) -> int | None:
+        """The memory the nodes of `product` label it with; None when none was seen."""
+        return self.memory_by_product.get(product)
 
 
 NO_INVENTORY = MigInventory()

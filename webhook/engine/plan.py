@@ -27,6 +27,7 @@ from webhook.engine.placement import (
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.share_record import ShareRecord
 from webhook.engine.shares import SizedShare, size_share
+from webhook.policy.frameworks import FRAMEWORK_HEADROOM_MIB
 from webhook.policy.model import Policy, Sharing
 from webhook.quantity import same_amount
 
@@ -121,7 +122,7 @@ def _plan_shares(
     record: ShareRecord,
     intents: _ShareIntents,
 ) -> PodPlan | list[Violation]:
-    choice = choose_model(pod, sharing, policy.name, record)
+    choice = choose_model(pod, sharing, policy.name, record, backend.inventory)
     if isinstance(choice, Violation):
         return [choice]
     violations: list[Violation] = []
@@ -139,6 +140,8 @@ def _plan_shares(
     if violations:
         return violations
     violations += backend.check(sized, pod)
+    if sharing.frameworks:
+        violations += [v for share in sized if (v := _below_headroom(backend.granted(share)))]
     if violations:
         return violations
     rendering = backend.render(sized, pod)
@@ -147,8 +150,15 @@ def _plan_shares(
         recorded = record.containers.get(share.intent.container.name)
         # The env tells the container what the backend enforces (HAMi's whole percent), the
         # record and the rendering keep what was sized, so later passes size it alike.
+        granted = backend.granted(share)
+        managed = set(recorded.env) if recorded else set()
         env, env_violations = plan_env(
-            backend.granted(share), sharing, policy.name, set(recorded.env) if recorded else set()
+            granted,
+            sharing,
+            policy.name,
+            managed,
+            backend.seen_mib(granted),
+            recorded.merged if recorded else {},
         )
         violations += env_violations
         container_rendering = rendering.containers[share.intent.container.name]
@@ -269,4 +279,16 @@ def _annotation_disagrees(share: SizedShare, written: int, sharing: Sharing) -> 
         f"{share.intent.container.label}: annotation {share.intent.asked} "
         f"is {share.units} {sharing.unit} of a {share.model.product}, but the container asks for "
         f"{sharing.vram_resource} {written}: keep one of the two",
+    )
+
+
+def _below_headroom(share: SizedShare) -> Violation | None:
+    """A share too small to hold a framework beside the CUDA context (frameworks.py)."""
+    if share.mib > FRAMEWORK_HEADROOM_MIB:
+        return None
+    return Violation(
+        "share-below-headroom",
+        f"{share.intent.container.label}: {share.intent.asked} is {share.mib} MiB, and a CUDA "
+        f"process needs {FRAMEWORK_HEADROOM_MIB} MiB of room before its framework takes any: "
+        f"ask for more than {FRAMEWORK_HEADROOM_MIB} MiB",
     )

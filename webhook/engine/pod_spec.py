@@ -122,6 +122,11 @@ class Container:
     def env(self) -> list[Any]:
         return _list(self.raw, "env", self.path)
 
+    @property
+    def is_sidecar(self) -> bool:
+        """An init container that keeps running beside the main ones (restartPolicy Always)."""
+        return self.kind == "initContainers" and self.raw.get("restartPolicy") == "Always"
+
 
 @dataclass(slots=True)
 class PodView:
@@ -250,7 +255,13 @@ def engine_input(
     metadata, _, spec = parts
     try:
         containers = [
-            (kind, raw.get("name"), _sent(raw, "resources"), _sent(raw, "env"))
+            (
+                kind,
+                raw.get("name"),
+                _sent(raw, "resources"),
+                _sent(raw, "env"),
+                _sent(raw, "restartPolicy"),
+            )
             for kind in CONTAINER_LISTS
             for raw in _sent_list(spec, kind)
         ]

@@ -36,7 +36,8 @@ from webhook.engine.pod_spec import (
 )
 from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.policy.defaults import POLICY_ANNOTATION, SHARES_ANNOTATION
-from webhook.policy.model import BACKEND_LABELS, Toleration
+from webhook.policy.frameworks import LIMITED_FRAMEWORKS
+from webhook.policy.model import BACKEND_LABELS, Sharing, Toleration
 from webhook.quantity import same_amount
 
 
@@ -163,7 +164,10 @@ class _Writer:
             dict(plan.rendering.annotations),
             labels,
             scheduler,
+            sharing.hard_limit.value,
         )
+        if self.rendered.rewrites and not sharing.enforced:
+            self.rendered.warnings.append(unenforced_warning(sharing))
         self._write_record(record)
 
     def _resize(self, share: PlannedShare) -> None:
@@ -398,3 +402,10 @@ def _describe_pod_fields(rendering: Rendering | None) -> str:
     if rendering is None:
         return ""
     return ", ".join(f"{key}={value}" for key, value in rendering.annotations.items())
+
+
+def unenforced_warning(sharing: Sharing) -> str:
+    """Said wherever a share is given that nothing below the scheduler holds."""
+    told = ", ".join(f.value for f in sharing.frameworks if f in LIMITED_FRAMEWORKS)
+    said = f"only {told} are told their limit" if told else "no framework is told its limit"
+    return f"GPU memory shares are not enforced on these nodes: {said}"

@@ -8,9 +8,11 @@ pod's own, or none), and the tolerations and nodeSelector entries it added for t
 that a pod that goes back to whole GPUs, or a policy that no longer asks for them, loses
 them), and what the backend wrote for each share and on the pod (resources, annotations,
 labels, schedulerName), which a later pass reads back as the share rather than as the
-user's. Pods created from a rewritten template inherit it, so they are measured against the
-same model even when their controller rewrote the node affinity that named it (a DaemonSet
-binds its pods to a node by name).
+user's; and what holds the shares to their size below the scheduler (`hardLimit`, "None"
+where nothing does and only the frameworks told their share keep it). Pods created from a
+rewritten template inherit it, so they are measured against the same model even when their
+controller rewrote the node affinity that named it (a DaemonSet binds its pods to a node by
+name).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class ShareRecord:
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     scheduler_name: str | None = None
+    # What holds the shares below the scheduler ("None": nothing does): for whoever audits.
+    hard_limit: str | None = None
 
     @classmethod
     def read(cls, annotations: Mapping[str, Any]) -> ShareRecord:
@@ -85,6 +89,7 @@ class ShareRecord:
                 annotations=_string_map(data.get("annotations", {})),
                 labels=_string_map(data.get("labels", {})),
                 scheduler_name=_optional_string(data.get("schedulerName")),
+                hard_limit=_optional_string(data.get("hardLimit")),
             )
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
             # RecursionError: JSON nested deeper than the decoder, or str(), will go.
@@ -111,6 +116,8 @@ class ShareRecord:
                 data[key] = dict(sorted(found.items()))
         if self.scheduler_name is not None:
             data["schedulerName"] = self.scheduler_name
+        if self.hard_limit is not None:
+            data["hardLimit"] = self.hard_limit
         return json.dumps(data, separators=(",", ":"))
 
     def given_of(self, container: str, vram_resource: str) -> Mapping[str, str]:

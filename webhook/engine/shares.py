@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from webhook.engine.findings import ShareIntent, Violation
+from webhook.policy.frameworks import FRAMEWORK_HEADROOM_MIB
 from webhook.policy.model import GpuModel, Sharing
 from webhook.quantity import format_decimal
 
 MIB = 2**20
 _FRACTION_PLACES = 4
+_MAX_FRACTION_PLACES = 9
 
 
 @dataclass(frozen=True)
@@ -61,19 +63,31 @@ def _memory(model: GpuModel) -> str:
     return f"{model.memory_mib} MiB"
 
 
-def placeholder_values(share: SizedShare, sharing: Sharing) -> dict[str, str]:
+def placeholder_values(share: SizedShare, sharing: Sharing, seen_mib: int) -> dict[str, str]:
     """The values an env template may use, all derived from the reserved amount, so that a
-    second pass over a rewritten pod computes the very same strings."""
-    fraction = share.fraction_of_card
-    fraction_text = format_decimal(fraction, _FRACTION_PLACES)
-    if fraction_text == "0":
-        fraction_text = format_decimal(Fraction(1, 10**_FRACTION_PLACES), _FRACTION_PLACES)
+    second pass over a rewritten pod computes the very same strings. `seen_mib`: the device
+    memory a process of the container sees (the card, a MIG slice, or HAMi-core's limit), of
+    which a framework's fraction is taken. Every limit is rounded down, never past the share."""
+    framework_mib = max(share.mib - FRAMEWORK_HEADROOM_MIB, 0)
     return {
-        "fraction": fraction_text,
-        "percent": str(max(1, int(fraction * 100))),
+        "fraction": _fraction_text(share.fraction_of_card),
+        "percent": str(max(1, int(share.fraction_of_card * 100))),
         "amount": str(share.units),
         "unit": sharing.unit,
         "mib": str(share.mib),
         "bytes": str(share.mib * MIB),
         "model": share.model.product,
+        "frameworkFraction": _fraction_text(Fraction(framework_mib, seen_mib)),
+        "frameworkMiB": str(framework_mib),
+        "frameworkBytes": str(framework_mib * MIB),
     }
+
+
+def _fraction_text(fraction: Fraction) -> str:
+    """Four decimals, rounded down; more where four would say 0 (a share below 1/10,000 of a
+    card), never rounded up."""
+    for places in range(_FRACTION_PLACES, _MAX_FRACTION_PLACES + 1):
+        text = format_decimal(fraction, places)
+        if text != "0":
+            return text
+    return "0"

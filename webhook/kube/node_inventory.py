@@ -27,12 +27,15 @@ log = logging.getLogger("webhook")
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MAX_NODES = 100_000
 
-NodeGpus = tuple[str, Advertised]
+MEMORY_LABEL = "nvidia.com/gpu.memory"
+# A node's product, its MIG resources with their memory, and its card's memory in MiB.
+NodeGpus = tuple[str, Advertised, int | None]
 
 
 def node_gpus(node: KubeObject) -> NodeGpus | None:
-    """A node's product and the MIG resources it has at least one of, with the memory its
-    `<resource>.memory` label gives; None for a node with neither."""
+    """A node's product, the MIG resources it has at least one of (with the memory its
+    `<resource>.memory` label gives), and the memory its `nvidia.com/gpu.memory` label gives;
+    None for a node with neither."""
     metadata = node.get("metadata") or {}
     labels = metadata.get("labels") or {}
     if not isinstance(labels, Mapping):
@@ -46,7 +49,10 @@ def node_gpus(node: KubeObject) -> NodeGpus | None:
         for name, amount in allocatable.items()
         if isinstance(name, str) and name.startswith(MIG_RESOURCE_PREFIX) and _positive(amount)
     }
-    return (product, MappingProxyType(offered)) if offered else None
+    memory = _mib(labels.get(MEMORY_LABEL))
+    if not offered and memory is None:
+        return None
+    return product, MappingProxyType(offered), memory
 
 
 def _positive(amount: object) -> bool:
@@ -136,11 +142,17 @@ class NodeInventory(InformerBacked):
     def _publish(self) -> None:
         """Called with the lock held: a new snapshot when the union by product changed."""
         by_product: dict[str, Advertised] = {}
-        for product, offered in self._nodes.values():
-            by_product[product] = _union(by_product.get(product, {}), offered)
+        memory: dict[str, int] = {}
+        for product, offered, mib in self._nodes.values():
+            if offered:
+                by_product[product] = _union(by_product.get(product, {}), offered)
+            if mib is not None:
+                memory[product] = min(mib, memory.get(product, mib))
         current = self._snapshot
-        if by_product != current.by_product:
-            self._snapshot = MigInventory(MappingProxyType(by_product), current.version + 1)
+        if by_product != current.by_product or memory != current.memory_by_product:
+            self._snapshot = MigInventory(
+                MappingProxyType(by_product), current.version + 1, MappingProxyType(memory)
+            )
 
 
 class NoNodes:

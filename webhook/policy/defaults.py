@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhook.policy.model import EnvTemplate, FractionHandling, GovernedResource
+from webhook.policy.model import FractionHandling, GovernedResource
 
 API_GROUP = "gpu-admission.example.com"
 API_VERSION = f"{API_GROUP}/v1alpha1"
@@ -21,16 +21,20 @@ DEFAULT_GOVERNED_RESOURCES = (
 # The knobs that frameworks read to stay inside a share of GPU memory. JAX reads the older
 # XLA_PYTHON_CLIENT_MEM_FRACTION too, but raises when both names are set: a container that
 # sets the old one keeps it and does not get the new one.
-DEFAULT_SHARE_ENV = (
-    EnvTemplate(
-        "XLA_CLIENT_MEM_FRACTION", "{fraction}", unless_set=("XLA_PYTHON_CLIENT_MEM_FRACTION",)
-    ),
-    EnvTemplate("TF_FORCE_GPU_ALLOW_GROWTH", "true"),
-    EnvTemplate("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0={mib}M"),
-    EnvTemplate("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "{percent}"),
+ENV_PLACEHOLDERS = (
+    "fraction",
+    "percent",
+    "amount",
+    "unit",
+    "mib",
+    "bytes",
+    "model",
+    # What a framework may take: the share less FRAMEWORK_HEADROOM_MIB, as a fraction of the
+    # memory the framework sees, in MiB and in bytes (frameworks.py).
+    "frameworkFraction",
+    "frameworkMiB",
+    "frameworkBytes",
 )
-
-ENV_PLACEHOLDERS = ("fraction", "percent", "amount", "unit", "mib", "bytes", "model")
 
 # Annotations this product writes on the pods (and pod templates) it rewrites.
 POLICY_ANNOTATION = f"{API_GROUP}/policy"

@@ -32,8 +32,13 @@ from webhook.policy.catalogue import (
 from webhook.policy.defaults import (
     BUILT_IN_POLICY_NAME,
     DEFAULT_GOVERNED_RESOURCES,
-    DEFAULT_SHARE_ENV,
     ENV_PLACEHOLDERS,
+)
+from webhook.policy.frameworks import (
+    BACKEND_HARD_LIMITS,
+    DEFAULT_FRAMEWORKS,
+    FRAMEWORK_ENV,
+    hard_limit_env,
 )
 from webhook.policy.label_selectors import LabelSelector, ValueSet, requirement
 from webhook.policy.model import (
@@ -42,9 +47,11 @@ from webhook.policy.model import (
     Enforcement,
     EnvTemplate,
     FractionHandling,
+    Framework,
     GovernedResource,
     GpuModel,
     HamiSettings,
+    HardLimit,
     KaiSettings,
     MultiGpuNodes,
     NodePool,
@@ -313,6 +320,7 @@ class _PolicyBuilder:
         if problem:
             self.report((*base, "modelLabel"), problem)
         models = self._models(block, base)
+        every_model = "models" not in block
         if backend is Backend.MIG:
             self._check_mig(models, resources, base)
         default_model = block.get("defaultModel")
@@ -325,7 +333,9 @@ class _PolicyBuilder:
                 (*base, "placement", "nodeSelector", model_label),
                 "the model label is set from the pod's model; leave it out here",
             )
-        env = self._env(block["env"], base) if "env" in block else DEFAULT_SHARE_ENV
+        hard_limit = self._hard_limit(block, backend, base)
+        frameworks = self._frameworks(block, base)
+        env = self._all_env(block, backend, hard_limit, frameworks, base)
         nodes = self._node_pool(block.get("nodes", {}), placement, (*base, "nodes"))
         runtime_class_name: str | None = block.get("runtimeClassName")
         if runtime_class_name is not None and not is_dns_subdomain(runtime_class_name):
@@ -349,7 +359,61 @@ class _PolicyBuilder:
             hami=hami,
             shared_resource=self._shared_resource(block, resources),
             kai=kai,
+            hard_limit=hard_limit,
+            frameworks=frameworks,
+            every_model=every_model,
         )
+
+    def _hard_limit(self, block: Mapping[str, Any], backend: Backend, base: FieldPath) -> HardLimit:
+        allowed = BACKEND_HARD_LIMITS[backend]
+        if "hardLimit" not in block:
+            return allowed[0]
+        hard_limit = HardLimit(block["hardLimit"])
+        if hard_limit not in allowed:
+            names = " or ".join(each.value for each in allowed)
+            self.report(
+                (*base, "hardLimit"),
+                f"a {backend.value} pool's hard limit is {names}, not {hard_limit.value}",
+            )
+        return hard_limit
+
+    def _frameworks(self, block: Mapping[str, Any], base: FieldPath) -> tuple[Framework, ...]:
+        if "frameworks" not in block:
+            return () if "env" in block else DEFAULT_FRAMEWORKS
+        frameworks: list[Framework] = []
+        for index, name in enumerate(block["frameworks"]):
+            framework = Framework(name)
+            if framework in frameworks:
+                self.report((*base, "frameworks", index), f"{name!r} is listed twice")
+            frameworks.append(framework)
+        return tuple(frameworks)
+
+    def _all_env(
+        self,
+        block: Mapping[str, Any],
+        backend: Backend,
+        hard_limit: HardLimit,
+        frameworks: tuple[Framework, ...],
+        base: FieldPath,
+    ) -> tuple[EnvTemplate, ...]:
+        """The policy's own variables, then those of its frameworks and its hard limit; a
+        variable of its own that one of those gives too is refused, naming which."""
+        own = self._env(block.get("env", []), base)
+        given: dict[str, str] = {}
+        for framework in frameworks:
+            for template in FRAMEWORK_ENV[framework]:
+                given[template.name] = f"frameworks lists {framework.value}"
+        generated = [t for framework in frameworks for t in FRAMEWORK_ENV[framework]]
+        for template in hard_limit_env(backend, hard_limit):
+            given[template.name] = f"hardLimit is {hard_limit.value}"
+            generated.append(template)
+        for index, template in enumerate(own):
+            if template.name in given:
+                self.report(
+                    (*base, "env", index, "name"),
+                    f"{template.name} is given because {given[template.name]}: leave it out of env",
+                )
+        return (*own, *generated)
 
     def _vram_resource(
         self,
@@ -464,7 +528,13 @@ class _PolicyBuilder:
                 found = self.catalogue.get(entry)
                 if found is None:
                     known = product_names(self.catalogue)
-                    self.report(path, f"{entry!r} is not in the GPU model catalogue ({known})")
+                    self.report(
+                        path,
+                        f"{entry!r} is not in the GPU model catalogue ({known}): write it here "
+                        f"whole ({{product: {entry}, memoryMiB: <its nvidia.com/gpu.memory "
+                        "label>}), or add it to a GPUModelCatalogue document beside the policies "
+                        "(docs/gpu-models.md)",
+                    )
                     continue
                 model = found
             else:

@@ -105,6 +105,9 @@ class EnvTemplate:
     # A `key:value` entry merged into a comma-separated list (PYTORCH_CUDA_ALLOC_CONF) rather
     # than the variable's whole value.
     merge_key: str | None = None
+    # Other names the program reads the same setting under: where the container sets one of
+    # them and not `name`, the value goes there (PYTORCH_ALLOC_CONF for PYTORCH_CUDA_ALLOC_CONF).
+    also_named: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,25 @@ class Backend(Enum):
     TIME_SLICING = "TimeSlicing"
     MIG = "MIG"
     KAI = "KAI"
+
+
+class HardLimit(Enum):
+    """What stops a process from using more than its share, below the scheduler: a *hard*
+    limit. `None`: nothing does, and the frameworks' own limits are only advisory."""
+
+    NONE = "None"
+    MPS = "MPS"  # the nodes run an MPS control daemon; the pinned limit is the share
+    HAMI_CORE = "HAMiCore"  # HAMi-core in the container: CUDA_DEVICE_MEMORY_LIMIT
+    MIG = "MIG"  # the MIG slice is the limit
+
+
+class Framework(Enum):
+    """A framework told its share through its own environment variables (frameworks.py)."""
+
+    JAX = "JAX"
+    PYTORCH = "PyTorch"
+    CUPY = "CuPy"
+    TENSORFLOW = "TensorFlow"
 
 
 HamiMemory = Literal["MiB", "Percentage"]
@@ -194,6 +216,17 @@ class Sharing:
     # The device plugin's name for a shared replica (its `renameByDefault`).
     shared_resource: str = "nvidia.com/gpu.shared"
     kai: KaiSettings | None = None
+    hard_limit: HardLimit = HardLimit.NONE
+    # The frameworks whose limits are in `env` (rendered from frameworks.py).
+    frameworks: tuple[Framework, ...] = ()
+    # `models` left out: the pool takes every model, including one the catalogue lacks that
+    # its nodes label with their memory (read where the server reads the nodes).
+    every_model: bool = False
+
+    @property
+    def enforced(self) -> bool:
+        """Whether something below the scheduler holds a process to its share."""
+        return self.hard_limit is not HardLimit.NONE
 
     @property
     def advertised(self) -> bool:
@@ -202,8 +235,9 @@ class Sharing:
 
     @property
     def reads_nodes(self) -> bool:
-        """Whether the server reads the nodes for this policy: the MIG profiles they offer."""
-        return self.backend is Backend.MIG
+        """Whether the server reads the nodes for this policy: the MIG profiles they offer,
+        or the memory of models the catalogue lacks, for a pool that takes every model."""
+        return self.backend is Backend.MIG or self.every_model
 
     @cached_property
     def gives_labels(self) -> bool:

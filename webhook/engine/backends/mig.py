@@ -87,6 +87,11 @@ class MigBackend(ShareBackend):
             self._chosen[id(share)] = smallest_profile(share, profiles)
         return self._chosen[id(share)]
 
+    def seen_mib(self, share: SizedShare) -> int:
+        """A process sees its MIG device: the profile's memory."""
+        profile = self._profile(share)
+        return profile.memory_mib if profile is not None else share.mib
+
     def check(self, shares: Sequence[SizedShare], pod: PodView) -> list[Violation]:
         return [
             _no_profile(share, self._offered(share))

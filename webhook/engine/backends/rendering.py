@@ -19,7 +19,7 @@ from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.share_record import NO_RECORD, ShareRecord
 from webhook.engine.shares import SizedShare
-from webhook.policy.model import Sharing
+from webhook.policy.model import HardLimit, Sharing
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 # The scheduler a pod runs under when it names none: a backend's own may replace it.
@@ -93,6 +93,14 @@ class ShareBackend:
         """The share as the backend will enforce it, where that differs from what was sized
         (HAMi's whole percent): what the container's env is told."""
         return share
+
+    def seen_mib(self, share: SizedShare) -> int:
+        """The device memory a process of the share's container sees, of which frameworks
+        take their fraction: the whole card, or under HAMi-core the share itself (it reports
+        the limit as the device's total)."""
+        if self.sharing.hard_limit is HardLimit.HAMI_CORE:
+            return share.mib
+        return share.model.memory_mib
 
     def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:
         raise NotImplementedError
