@@ -76,6 +76,8 @@ def test_scan_lists_every_kind_page_by_page_and_reports_each_object(
     assert "is not a whole number" in found[("Pod", "odd")]["detail"]
     assert found[("Pod", "quarter")]["result"] == "rewritten"
     assert "example.com/vram=3840" in found[("Pod", "quarter")]["detail"]
+    # The shipped pool states no hard limit: every share it gives says so.
+    assert "not enforced (hardLimit: None)" in found[("Pod", "quarter")]["detail"]
     assert found[("Deployment", "serve")]["result"] == "rewritten"
     assert found[("Pod", "web-0")]["result"] == "untouched"
     assert len(found) == 8
