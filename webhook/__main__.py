@@ -1,5 +1,5 @@
-"""`python -m webhook lint|review|test|advertise`, or the installed `gpu-admission`: the
-command line (webhook/cli/)."""
+"""`python -m webhook lint|review|test|scan|advertise|probe`, or the installed `gpu-admission`:
+the command line (webhook/cli/)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """`python -m webhook`: the command line, its subcommands and their exit codes.
 
 Exit codes: 0 success; 1 the policies have problems (lint), an object is denied (review), a
-case fails (test); 2 usage or input errors, reported on stderr in one line each.
+case fails (test), a share does not hold (probe); 2 usage or input errors, reported on stderr
+in one line each, and a probe with no GPU or nothing to measure.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from webhook import __version__
-from webhook.cli import advertise
+from webhook.cli import advertise, probe
 from webhook.cli.errors import USAGE_ERROR, InputError
 from webhook.cli.labels import parse_label_list
 from webhook.cli.lint import run_lint
@@ -59,6 +60,8 @@ def main(
         if args.command == "advertise":
             options = advertise.options_from(args)
             return advertise.run_advertise(options, stdout=stdout, stderr=stderr)
+        if args.command == "probe":
+            return probe.run_probe(probe.options_from(args), stdout=stdout, stderr=stderr)
         return run_tests(args.paths, args.policies, stdout=stdout)
     except InputError as error:
         for line in error.lines:
@@ -164,6 +167,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "(default: policies)",
     )
     advertise.add_parser(commands, DEFAULT_POLICY_DIR)
+    probe.add_parser(commands, DEFAULT_POLICY_DIR)
     scan = commands.add_parser(
         "scan",
         help="what the policies would do to a live cluster's pods and workloads",
