@@ -15,6 +15,7 @@ import resource
 import socket
 import ssl
 import statistics
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -248,3 +249,17 @@ def test_a_stopping_server_closes_silent_connections_and_refuses_new_ones_at_onc
         kept.close()
     finally:
         webhook.stop()
+
+
+def test_connections_reset_before_they_are_taken_kill_no_worker(server: WebhookServer) -> None:
+    workers = server.worker_pids()
+    for _ in range(300):
+        client = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        # SO_LINGER 0: close sends a reset, which the worker meets when it wraps the socket.
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+    kept = KeptAlive(server)
+    kept.review()
+    kept.close()
+    assert server.worker_pids() == workers
+    assert "Exception in worker process" not in server.log()

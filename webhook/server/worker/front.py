@@ -131,8 +131,14 @@ class Front:
         now = self._clock()
         arrival = RequestArrival(self._framing)
         if not conn.initialized:
-            conn.sock.setblocking(False)
-            conn.sock = gunicorn_sock.ssl_wrap_socket(conn.sock, self._cfg)
+            try:
+                conn.sock.setblocking(False)
+                conn.sock = gunicorn_sock.ssl_wrap_socket(conn.sock, self._cfg)
+            except OSError:
+                # Reset before it was wrapped (the wrap reads from the socket): nothing to
+                # answer, and nothing may escape into the worker's accept loop.
+                self._close(conn)
+                return
             deadline = now + self.limits.first_bytes_seconds
             entry = _Arriving(conn, _Phase.HANDSHAKE, deadline, now, arrival)
         else:
