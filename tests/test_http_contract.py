@@ -433,8 +433,15 @@ def test_requests_are_decoded_into_typed_fields() -> None:
 @pytest.mark.parametrize(
     ("number", "fragment"),
     [
-        pytest.param("1E-400", '"1E-400" of a Tesla-T4', id="a nano, not the float 0.0"),
-        pytest.param("1E400", "has an exponent out of range", id="beyond a quantity"),
+        pytest.param(
+            "1E-400", "the number 1E-400, which cannot be read exactly", id="below a float"
+        ),
+        pytest.param("1E400", "the number 1E400, which cannot be read exactly", id="above a float"),
+        pytest.param(
+            "0.30000000000000004441",
+            '("0.30000000000000004441")',
+            id="more digits than a float keeps",
+        ),
     ],
 )
 def test_a_gpu_quantity_sent_as_a_json_number_is_judged_by_its_text(
@@ -448,4 +455,21 @@ def test_a_gpu_quantity_sent_as_a_json_number_is_judged_by_its_text(
     reply = app_client.post("/mutate", data=body, content_type="application/json")
     answer = reply.get_json()["response"]
     assert reply.status_code == 200 and answer["allowed"] is False
+    assert answer["status"]["code"] == 400
     assert fragment in answer["status"]["message"]
+
+
+def test_a_body_the_server_cannot_read_is_a_400_not_a_500(shipped_server: WebhookServer) -> None:
+    body = FRACTIONAL_POD_REVIEW.read_bytes()
+    # A trailer the front lets by and gunicorn refuses: a field that must not be one.
+    request = (
+        REVIEW_HEAD
+        + b"Transfer-Encoding: chunked\r\n\r\n"
+        + f"{len(body):x}\r\n".encode()
+        + body
+        + b"\r\n0\r\nContent-Length: 5\r\n\r\n"
+    )
+    reply = exchange(shipped_server, iter([request]))
+    assert reply.startswith(b"HTTP/1.1 400 "), reply[:200]
+    assert b'"the body could not be read: ' in reply
+    assert "Traceback" not in shipped_server.log()

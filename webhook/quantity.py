@@ -43,38 +43,17 @@ class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity."""
 
 
-class JSONNumber(float):
-    """A JSON number as it was written. The apiserver parses a bare number's text as a
-    quantity string, so `1E-400` is a nano and not the 0.0 a float makes of it; decoders give
-    this as `parse_float` and `parse_quantity` reads the text."""
-
-    __slots__ = ("text",)
-    text: str
-
-    def __new__(cls, text: str) -> JSONNumber:
-        number = super().__new__(cls, text)
-        number.text = text
-        return number
-
-    def __str__(self) -> str:  # in messages, as the user wrote it
-        return self.text
-
-    __repr__ = __str__
-
-
 def parse_quantity(value: object) -> Fraction:
     """The exact amount a quantity denotes.
 
     Accepts the string forms the API uses and, for manifests written by hand, JSON or YAML
-    numbers (a `JSONNumber` by its text, as the apiserver reads it). Booleans, NaN and
-    infinities are not quantities.
+    numbers (a float by its shortest text, which decode_envelope makes sure is the text sent).
+    Booleans, NaN and infinities are not quantities.
     """
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is a boolean, not a quantity")
     if isinstance(value, int):
         return Fraction(value)
-    if isinstance(value, JSONNumber):
-        return parse_quantity(value.text)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise QuantityError(f"{value!r} is not a finite number")

@@ -49,6 +49,11 @@ def arrival_of(buffered: bytes) -> tuple[Arrival, int | None]:
         pytest.param(CHUNKED + b"0\r\nX-T: 1\r\n", (MORE, None), id="half the trailers"),
         pytest.param(CHUNKED + b"zz\r\n{}\r\n", (Arrival.REFUSED, 400), id="a size not hex"),
         pytest.param(CHUNKED + b"2\r\n{}!!", (Arrival.REFUSED, 400), id="a chunk overrun"),
+        pytest.param(CHUNKED + b"2 \r\n{}\r\n", (Arrival.REFUSED, 400), id="a space, no extension"),
+        pytest.param(CHUNKED + b"2;\x01\r\n{}\r\n", (Arrival.REFUSED, 400), id="a bad extension"),
+        pytest.param(
+            CHUNKED + b"0\r\nX-T: 1\nX-U: 2\r\n\r\n", (Arrival.REFUSED, 400), id="a bare LF trailer"
+        ),
         pytest.param(CHUNKED + b"401\r\n", (Arrival.REFUSED, 413), id="a chunk over the limit"),
         pytest.param(CHUNKED + b"1\r\nx\r\n" * 5, (Arrival.REFUSED, 413), id="too many chunks"),
         pytest.param(
@@ -123,6 +128,11 @@ def test_a_chunked_body_arriving_a_byte_at_a_time_is_whole_exactly_at_its_end() 
             id="HTTP/1.0 ignores it",
         ),
         pytest.param(HEAD + b"Expect: 100-continue\r\n\r\n", False, id="no body to wait for"),
+        pytest.param(
+            b"\r\n" + HEAD + b"Expect: 100-continue\r\nContent-Length: 9\r\n\r\n",
+            True,
+            id="after an empty line, which is ignored",
+        ),
         pytest.param(HEAD + b"Content-Length: 9\r\n\r\n", False, id="not asked"),
     ],
 )

@@ -8,13 +8,14 @@ of the wrong shape is a `MalformedRequest`, answered in-band as a denial.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
+from decimal import Decimal
 from json.encoder import encode_basestring_ascii
 from typing import Any, cast
 
 from webhook.admission.input_bounds import MAX_NESTING_DEPTH, nested_too_deeply
 from webhook.admission.verdict import Verdict
-from webhook.quantity import JSONNumber
 
 SUPPORTED_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 # encode_response's layout, compact, with the members after the uid left to the verdict.
@@ -37,6 +38,9 @@ class ReviewEnvelope:
     request: dict[str, Any]
     # Deeper than input_bounds allows: answered with a denial that says so, never read.
     too_deep: bool = False
+    # A JSON number no float holds as it was written (1E-400, 1e400, 0.30000000000000004441):
+    # the apiserver reads a bare number by its text, so it is refused rather than misread.
+    inexact_number: str | None = None
 
 
 @dataclass(slots=True)
@@ -55,8 +59,16 @@ class AdmissionRequest:
 
 
 def decode_envelope(body: bytes) -> ReviewEnvelope:
+    inexact: list[str] = []
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not _exact(text, value):
+            inexact.append(text)
+        return value
+
     try:
-        review = json.loads(body, parse_float=JSONNumber)
+        review = json.loads(body, parse_float=number)
     except (ValueError, UnicodeDecodeError) as error:
         raise ReviewDecodeError(f"the body is not JSON: {error}") from None
     except RecursionError:
@@ -75,7 +87,14 @@ def decode_envelope(body: bytes) -> ReviewEnvelope:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise ReviewDecodeError("request.uid is missing or not a string")
-    return ReviewEnvelope(api_version, uid, request, nested_too_deeply(body, request))
+    too_deep = nested_too_deeply(body, request)
+    return ReviewEnvelope(api_version, uid, request, too_deep, inexact[0] if inexact else None)
+
+
+def _exact(text: str, value: float) -> bool:
+    """Whether the float's shortest text is the number that was written (0.1 is; 1E-400 is
+    not: a float makes 0.0 of it)."""
+    return math.isfinite(value) and Decimal(repr(value)) == Decimal(text)
 
 
 def read_request(envelope: ReviewEnvelope) -> AdmissionRequest:
@@ -83,6 +102,12 @@ def read_request(envelope: ReviewEnvelope) -> AdmissionRequest:
         raise MalformedRequest(
             f"the request nests objects and arrays more than {MAX_NESTING_DEPTH} levels deep; "
             "no Kubernetes object does"
+        )
+    if envelope.inexact_number is not None:
+        number = envelope.inexact_number[:40]
+        raise MalformedRequest(
+            f"the request holds the number {number}, which cannot be read exactly as sent; "
+            f'write a quantity as a string ("{number}"), as the apiserver sends it'
         )
     raw = envelope.request
     kind = raw.get("kind")

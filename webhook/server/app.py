@@ -80,7 +80,13 @@ def create_app(
         # Read before the type is judged: a body left unread would be read as the next request
         # of a kept-alive connection. One over the limit is refused unread (the evented front
         # answers it first, and closes the connection).
-        body = _read_body(environ, declared, max_body)
+        try:
+            body = _read_body(environ, declared, max_body)
+        except Exception as error:
+            # The server's reader refused the body's framing (a trailer the evented front let
+            # by, which gunicorn reads past before it refuses it): the client's fault, never
+            # a 500.
+            return rejected(endpoint, 400, f"the body could not be read: {error}")
         if body is None:
             return rejected(endpoint, 413, f"the body is larger than {max_body // 2**20} MiB")
         if not _is_json(environ.get("CONTENT_TYPE", "")):

@@ -30,6 +30,13 @@ CRLF = b"\r\n"
 MAX_CHUNK_LINE_BYTES = 4096
 MAX_CHUNK_SIZE_DIGITS = 16
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+# RFC 9112 7.1.1: chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ),
+# as gunicorn reads it.
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*"'
+_CHUNK_EXTENSION = re.compile(
+    rb"(?:[ \t]*;[ \t]*" + _TOKEN + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN + rb"|" + _QUOTED + rb"))?)*"
+)
 _EXPECT_LINE = re.compile(rb"\r\nexpect:[^\r\n]*", re.IGNORECASE)
 
 
@@ -71,6 +78,7 @@ class RequestArrival:
         "_limits",
         "_next_line",
         "_searched",
+        "_trailer_searched",
         "_trailers",
         "refusal",
     )
@@ -82,6 +90,7 @@ class RequestArrival:
         self._next_line = 0  # chunked: where the next chunk-size line starts
         self._chunks = 0
         self._trailers = False  # chunked: the last chunk is read, its trailers are due
+        self._trailer_searched = 0  # trailer bytes already searched for their end
         self.refusal: Refusal | None = None
 
     @property
@@ -136,7 +145,8 @@ class RequestArrival:
         return self._limits.max_head_bytes // 1024
 
     def _frame(self, head_bytes: bytes, body_start: int) -> _Head | None:
-        lines = head_bytes.lower().split(CRLF)
+        # RFC 9112 2.2: empty lines before the request line are ignored.
+        lines = head_bytes.lstrip(CRLF).lower().split(CRLF)
         lengths: list[bytes] = []
         codings: list[bytes] = []
         expects_continue = False
@@ -216,8 +226,13 @@ class RequestArrival:
             at = self._next_line = data_end + len(CRLF)
 
     def _chunk_size(self, line: bytes) -> int | None:
-        digits, _, _extension = line.partition(b";")
-        digits = digits.rstrip(b" \t")
+        digits, semicolon, extension = line.partition(b";")
+        if semicolon:
+            # Whitespace is allowed before an extension only.
+            digits = digits.rstrip(b" \t")
+            if not _CHUNK_EXTENSION.fullmatch(b";" + extension):
+                self._refuse(400, "a chunk of the body has an invalid extension")
+                return None
         if not digits or len(digits) > MAX_CHUNK_SIZE_DIGITS or not _HEX_DIGITS.issuperset(digits):
             self._refuse(400, "a chunk of the body has no valid size")
             return None
@@ -229,12 +244,18 @@ class RequestArrival:
             return Arrival.MORE
         if buffered[at : at + len(CRLF)] == CRLF:
             return Arrival.WHOLE
-        end = buffered.find(HEAD_END, at)
+        searched = max(at, self._trailer_searched - 3)
+        end = buffered.find(HEAD_END, searched)
+        self._trailer_searched = len(buffered)
         if end < 0:
             if len(buffered) - at > self._limits.max_head_bytes:
                 self._refuse(431, "the trailer section of the body is too large")
                 return Arrival.REFUSED
             return Arrival.MORE
+        trailers = bytes(buffered[at:end])
+        if trailers.count(b"\n") != trailers.count(CRLF):
+            self._refuse(400, "a trailer line of the body ends in a bare line feed")
+            return Arrival.REFUSED
         return Arrival.WHOLE
 
     def _refuse_too_large(self) -> None:
