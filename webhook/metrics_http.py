@@ -76,14 +76,20 @@ class MetricsServer:
     def stop(self) -> None:
         async def close() -> None:
             self._server.close()
-            for task in list(self._open):
+            tasks = list(self._open)
+            for task in tasks:
                 task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await self._server.wait_closed()
 
         if self._thread is not None:
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=5)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+        else:
+            self._loop.run_until_complete(close())
+        if not self._loop.is_running():
+            self._loop.close()
         self._renderers.shutdown(wait=False)
 
     @property

@@ -6,8 +6,10 @@ names the file, the line and the field, instead of a worker that fails to boot.
 
 The master also prepares the state directory its workers share: the last good policy set, which
 a worker that boots while the policy directory does not load serves instead, and the files in
-which every worker keeps its Prometheus metrics. Workers reload the policies themselves; the
-master never starts a thread, since threads do not survive a fork.
+which every worker keeps its Prometheus metrics. Workers reload the policies themselves, since
+threads do not survive a fork. The master's one thread is the metrics port's event loop
+(METRICS_BIND): started before the workers fork, it never runs in them, nor do they use its
+listener.
 
 Every log line, gunicorn's and the service's, is written as LOG_FORMAT says (log_format.py):
 a JSON object per line by default. There is no access log: the service writes one line per
