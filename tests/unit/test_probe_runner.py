@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,30 @@ def test_the_child_env_is_the_base_with_the_share_over_it_and_this_source_on_its
     env = child_environment(extra, base)
     assert env.pop("PYTHONPATH").split(os.pathsep) == path
     assert env == variables
+
+
+def test_a_helper_the_child_leaves_behind_neither_delays_the_verdict_nor_outlives_it(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "helper-alive"
+    helper = f"import time; time.sleep(1); open({str(marker)!r}, 'w')"
+    child = (
+        "import json, subprocess, sys;"
+        # A helper that inherits stdout and stderr, as a framework's compiler daemon may.
+        f"subprocess.Popen([sys.executable, '-c', {helper!r}]);"
+        "print(json.dumps({'framework': 'torch', 'version': 'x', 'got_mib': 1024,"
+        " 'stopped': 'refused', 'step_mib': 512}))"
+    )
+    started = time.monotonic()
+    run = run_taker(
+        "torch",
+        step_mib=512,
+        stop_mib=2048,
+        env=env_with(),
+        timeout_s=10,
+        program=(sys.executable, "-c", child, "--"),
+    )
+    assert time.monotonic() - started < 2
+    assert judge(run, 2048).verdict == "held"
+    time.sleep(1.5)
+    assert not marker.exists(), "the helper outlived the probe of its framework"

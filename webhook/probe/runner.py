@@ -12,10 +12,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib.util import find_spec
 from pathlib import Path
+from typing import IO
 
 from webhook.probe.take_result import TakerRun, read_result
 
@@ -68,29 +70,32 @@ def run_taker(
     """Runs the taker of `framework` in a child with exactly `env`, and waits for it."""
     command = [*program, framework, "--step-mib", str(step_mib), "--stop-mib", str(stop_mib)]
     started = time.monotonic()
-    child = subprocess.Popen(
-        command,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
-    returncode: int | None
-    try:
-        stdout, stderr = child.communicate(timeout=timeout_s)
-        returncode = child.returncode
-    except subprocess.TimeoutExpired:
-        _kill_group(child)
-        stdout, stderr = child.communicate()
-        returncode = None
-    except BaseException:
-        # Interrupted (Ctrl-C): the child must not stay behind, holding the card.
+    # Files rather than pipes: a helper the framework left running would hold a pipe open, and
+    # reading it to its end would wait for that helper, not for the child.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(
+            command,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        returncode: int | None
+        try:
+            returncode = child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            returncode = None
+        except BaseException:
+            # Interrupted (Ctrl-C): the child must not stay behind, holding the card.
+            _kill_group(child)
+            child.wait()
+            raise
+        # Whatever the child left in its group goes too: it would hold GPU memory while the
+        # next framework takes its turn.
         _kill_group(child)
         child.wait()
-        raise
+        stdout, stderr = _text(out), _text(err)
     seconds = round(time.monotonic() - started, 1)
     result, unreadable = None, ""
     try:
@@ -127,8 +132,13 @@ def run_all(
     return runs
 
 
-def _kill_group(child: subprocess.Popen[str]) -> None:
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(child.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         child.kill()
+
+
+def _text(file: IO[bytes]) -> str:
+    file.seek(0)
+    return file.read().decode(errors="replace")
