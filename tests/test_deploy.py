@@ -20,6 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.support.kustomize import kustomize
 from webhook.admission.decide import HANDLED_OPERATIONS
 from webhook.engine.gpu_requests import mentions_gpu
 from webhook.engine.pod_spec import MalformedObject, PodView, pod_labels
@@ -74,22 +75,6 @@ RESOURCES = {
 }
 
 Manifest = dict[str, Any]
-
-
-def kustomize(directory: Path) -> str:
-    """The YAML `kubectl kustomize` prints for a directory; skips the test without kubectl."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed, so deploy/ cannot be built with its kustomize")
-    result = subprocess.run(
-        [kubectl, "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, f"kubectl kustomize {directory}:\n{result.stderr}"
-    return result.stdout
 
 
 def parse(text: str) -> tuple[Manifest, ...]:

@@ -10,19 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.raw_sockets import read_until_closed
 from webhook.metrics_http import MetricsServer
 
 HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
-
-
-def read_all(client: socket.socket) -> bytes:
-    answer = b""
-    try:
-        while data := client.recv(65536):
-            answer += data
-    except ConnectionResetError:
-        pass
-    return answer
 
 
 @pytest.fixture
@@ -57,7 +48,7 @@ def test_a_scrape_being_answered_outlives_a_burst_of_silent_connections(
     time.sleep(0.2)
     assert server.open_connections <= 3
     release.set()
-    answer = read_all(scrape)
+    answer = read_until_closed(scrape)
     assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"counted 1\n")
     for client in silent:
         client.close()
@@ -72,7 +63,7 @@ def test_a_client_that_drips_its_head_is_let_go_at_its_deadline(
     for byte in HEAD[:10]:
         dripping.send(bytes([byte]))
         time.sleep(0.1)
-    assert read_all(dripping) == b""
+    assert read_until_closed(dripping) == b""
     assert time.monotonic() - started < 3  # 1.5 s from its connection, however it drips
 
 
@@ -93,6 +84,6 @@ def test_every_request_gets_one_answer_and_the_connection_closes(
     server, _ = rendering
     client = connect(server)
     client.sendall(request_bytes)
-    answer = read_all(client)
+    answer = read_until_closed(client)
     assert answer.startswith(b"HTTP/1.1 " + status + b" ")
     assert b"Connection: close" in answer

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
-import subprocess
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.kustomize import kustomize
 from webhook.cli.main import build_parser
 from webhook.cli.main import main as gpu_admission
 from webhook.cli.probe import options_from, run_probe
@@ -213,18 +212,7 @@ def test_the_probe_runs_the_frameworks_with_the_rendered_share(
 
 @pytest.fixture(scope="module")
 def built() -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed, so deploy/probe cannot be built with its kustomize")
-    result = subprocess.run(
-        [kubectl, "kustomize", str(PROBE_DEPLOY)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return [doc for doc in yaml.safe_load_all(kustomize(PROBE_DEPLOY)) if doc]
 
 
 def job_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
