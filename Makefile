@@ -71,7 +71,8 @@ $(CHECKOV_STAMP): deploy/checkov/requirements.txt
 soak: $(STAMP)
 	$(BIN)/python -m tests.fuzz.soak --cases 100000
 	HOSTILE_IDLE=500 HOSTILE_SLOW_HEADS=100 HOSTILE_HALF_BODIES=50 HOSTILE_RATE=200 \
-		HOSTILE_REVIEWS=1000 $(BIN)/python -m pytest -q -s tests/test_hostile_clients.py
+		HOSTILE_REVIEWS=1000 HOSTILE_REQUEST_SECONDS=10 \
+		$(BIN)/python -m pytest -q -s tests/test_hostile_clients.py
 	$(BIN)/python -m tests.soak.adversarial
 	RELOAD_EDITS=100 $(BIN)/python -m pytest -q -s tests/test_reload_under_load.py
 	$(BIN)/python -m tests.soak.distinct_pods --reviews 1000000

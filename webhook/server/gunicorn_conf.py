@@ -178,7 +178,11 @@ def when_ready(server: Any) -> None:
     host, port = parse_bind(_settings.metrics_bind)
     try:
         metrics = MetricsServer(
-            lambda: generate_latest(registry), host, port, status=lambda: every_worker(state_dir)
+            lambda: generate_latest(registry),
+            host,
+            port,
+            status=lambda: every_worker(state_dir),
+            request_seconds=_settings.metrics_request_seconds,
         )
     except OSError as error:
         _fail(f"METRICS_BIND {_settings.metrics_bind}: {error.strerror or error}")

@@ -59,6 +59,8 @@ class Settings:
     # A new connection's handshake and its first request bytes, then each request whole.
     first_bytes_seconds: float = 1.0
     request_seconds: float = 10.0
+    # How long a client of the metrics port has for its request's head, and again for its answer.
+    metrics_request_seconds: float = 10.0
     # Open connections per worker; at the cap the oldest idle one is closed for a new one.
     max_connections: int = 500
     # Switches for the benchmark's comparison of what each piece of the serving edge buys:
@@ -106,6 +108,9 @@ class Settings:
                 env, "FIRST_BYTES_SECONDS", defaults.first_bytes_seconds
             ),
             request_seconds=_positive_seconds(env, "REQUEST_SECONDS", defaults.request_seconds),
+            metrics_request_seconds=_positive_seconds(
+                env, "METRICS_REQUEST_SECONDS", defaults.metrics_request_seconds
+            ),
             max_connections=_positive_int(env, "MAX_CONNECTIONS", defaults.max_connections),
             worker=_choice(env, "WORKER", defaults.worker, WORKERS),
             held_writes=_choice(env, "HELD_WRITES", defaults.held_writes, ON_OFF),
