@@ -10,13 +10,17 @@ from typing import Any
 
 from bench.decision import answer_of, time_decision
 from bench.policy_sets import GeneratedSet, write_policy_set
-from bench.scenarios import answer_problem, in_namespace, with_containers
+from bench.scenarios import answer_problem, in_namespace, on_card, with_containers
 from bench.stats import ratio
 from webhook.cli.admit import review_body
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.store import load_directory
 
 CONTAINER_COUNTS = (1, 10, 100)
+# A pod's shares must fit the one card they share, each with room for a CUDA context: a
+# hundred of 10m of an A100 80GB (819 MiB each) do.
+GROWTH_SHARE = "10m"
+GROWTH_MODEL = "NVIDIA-A100-SXM4-80GB"
 POLICY_COUNTS = (1, 100, 1000)
 
 # Told each case's label and figures as it is measured.
@@ -45,7 +49,8 @@ def container_growth(
     cases: dict[str, Any] = {}
     for count in CONTAINER_COUNTS:
         label = f"{count} container{'s' if count > 1 else ''}"
-        body, _ = checked_body(with_containers(pod, count), policies, label)
+        grown = with_containers(on_card(pod, GROWTH_MODEL, GROWTH_SHARE), count)
+        body, _ = checked_body(grown, policies, label)
         cases[str(count)] = time_decision(body, policies, seconds).figures()
         progress(label, cases[str(count)])
     return {"cases": cases, **container_slopes(cases)}

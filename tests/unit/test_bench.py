@@ -17,7 +17,7 @@ from gunicorn.config import Config
 
 from bench.decision import answer_of
 from bench.floor_app import app as floor_app
-from bench.growth import container_slopes
+from bench.growth import container_growth, container_slopes
 from bench.policy_sets import write_policy_set
 from bench.run import memory_figures, spread_figures
 from bench.scenarios import (
@@ -509,3 +509,18 @@ def test_the_baseline_config_differs_from_the_webhooks_only_in_its_tls_context()
     for name in webhook_settings - {"ssl_context"}:
         assert baseline.get(name) is webhook[name], name
     assert baseline["ssl_context"].__module__ == "bench.per_connection_tls_conf"
+
+
+def test_the_container_growth_cases_are_each_answered_with_a_patch(
+    scenarios: dict[str, Scenario], shipped_policies: PolicySet
+) -> None:
+    """A case answered otherwise would stop the bench (its shares must fit their card)."""
+    measured: list[str] = []
+    figures = container_growth(
+        scenarios["gpu-pod"].review,
+        shipped_policies,
+        seconds=0.01,
+        progress=lambda label, _: measured.append(label),
+    )
+    assert measured == ["1 container", "10 containers", "100 containers"]
+    assert set(figures["cases"]) == {"1", "10", "100"}
