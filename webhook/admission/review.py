@@ -58,17 +58,35 @@ class AdmissionRequest:
     dry_run: bool
 
 
-def decode_envelope(body: bytes) -> ReviewEnvelope:
-    inexact: list[str] = []
+class _InexactNumber(ValueError):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
 
-    def number(text: str) -> float:
-        value = float(text)
-        if not _exact(text, value):
-            inexact.append(text)
-        return value
 
+def _float_as_sent(text: str) -> float:
+    value = float(text)
+    if not _exact(text, value):
+        raise _InexactNumber(text)
+    return value
+
+
+# One decoder for every body: json.loads with a parse_float builds a decoder each call.
+_DECODER = json.JSONDecoder(parse_float=_float_as_sent)
+
+
+def _decoded(body: bytes) -> tuple[Any, str | None]:
+    """The body's JSON, and the first number in it that no float holds as written (decoded
+    again as floats then, so that the review is still answered, in-band)."""
     try:
-        review = json.loads(body, parse_float=number)
+        return _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass")), None
+    except _InexactNumber as number:
+        return json.loads(body), number.text
+
+
+def decode_envelope(body: bytes) -> ReviewEnvelope:
+    try:
+        review, inexact = _decoded(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise ReviewDecodeError(f"the body is not JSON: {error}") from None
     except RecursionError:
@@ -88,7 +106,7 @@ def decode_envelope(body: bytes) -> ReviewEnvelope:
     if not isinstance(uid, str) or not uid:
         raise ReviewDecodeError("request.uid is missing or not a string")
     too_deep = nested_too_deeply(body, request)
-    return ReviewEnvelope(api_version, uid, request, too_deep, inexact[0] if inexact else None)
+    return ReviewEnvelope(api_version, uid, request, too_deep, inexact)
 
 
 def _exact(text: str, value: float) -> bool:
