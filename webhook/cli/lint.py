@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TextIO
 
 from webhook.cli.errors import InputError
-from webhook.policy.frameworks import LIMITED_FRAMEWORKS
+from webhook.policy.frameworks import told_their_limit
 from webhook.policy.model import Framework, Sharing
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.problems import PolicyLoadError
@@ -38,8 +38,8 @@ def run_lint(directory: Path, *, stdout: TextIO) -> int:
 
 def unenforced_notice(policy_name: str, sharing: Sharing) -> str:
     """What lint and scan say of a pool whose shares nothing below the scheduler holds."""
-    told = [f.value for f in sharing.frameworks if f in LIMITED_FRAMEWORKS]
-    left = [f.value for f in Framework if f not in LIMITED_FRAMEWORKS or f.value not in told]
+    told = told_their_limit(sharing)
+    left = [framework.value for framework in Framework if framework.value not in told]
     said = f"{_listed(told)} told their limit, " if told else "no framework is told one, "
     return (
         f'policy "{policy_name}" does not enforce its shares (hardLimit: None): nothing on its '

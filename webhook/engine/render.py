@@ -36,7 +36,7 @@ from webhook.engine.pod_spec import (
 )
 from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.policy.defaults import POLICY_ANNOTATION, SHARES_ANNOTATION
-from webhook.policy.frameworks import LIMITED_FRAMEWORKS
+from webhook.policy.frameworks import told_their_limit
 from webhook.policy.model import BACKEND_LABELS, Sharing, Toleration
 from webhook.quantity import same_amount
 
@@ -406,6 +406,6 @@ def _describe_pod_fields(rendering: Rendering | None) -> str:
 
 def unenforced_warning(sharing: Sharing) -> str:
     """Said wherever a share is given that nothing below the scheduler holds."""
-    told = ", ".join(f.value for f in sharing.frameworks if f in LIMITED_FRAMEWORKS)
+    told = ", ".join(told_their_limit(sharing))
     said = f"only {told} are told their limit" if told else "no framework is told its limit"
     return f"GPU memory shares are not enforced on these nodes: {said}"

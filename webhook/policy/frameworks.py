@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from webhook.policy.model import Backend, EnvTemplate, Framework, HardLimit
+from webhook.policy.model import Backend, EnvTemplate, Framework, HardLimit, Sharing
 
 FRAMEWORK_HEADROOM_MIB = 512
 
@@ -58,6 +58,12 @@ FRAMEWORK_ENV: Mapping[Framework, tuple[EnvTemplate, ...]] = MappingProxyType(
 
 # The frameworks whose variables limit them; TensorFlow's only slows its start.
 LIMITED_FRAMEWORKS = frozenset({Framework.JAX, Framework.PYTORCH, Framework.CUPY})
+
+
+def told_their_limit(sharing: Sharing) -> list[str]:
+    """The frameworks a pool's env gives a limit, by name; TensorFlow's variable is none."""
+    return [framework.value for framework in sharing.frameworks if framework in LIMITED_FRAMEWORKS]
+
 
 # Where no `frameworks` and no `env` are written: every framework whose variable breaks no
 # version of it.
