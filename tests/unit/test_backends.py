@@ -237,10 +237,9 @@ def test_hami_a_pod_in_hamis_dialect_is_checked_and_not_rewritten() -> None:
     "written",
     [
         {"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "50", "nvidia.com/gpucores": "30"},
-        {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "8000"},
         {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "40"},
     ],
-    ids=["percent over two cards", "memory over two cards", "percent of one card"],
+    ids=["percent over two cards", "percent of one card"],
 )
 def test_hami_shares_it_does_not_size_pass_as_written(written: dict[str, str]) -> None:
     obj = pod(dict(written))
@@ -286,6 +285,21 @@ def test_backends_with_a_scheduler_of_their_own_refuse_a_pod_bound_to_another() 
         assert rules(obj, example(backend), "validate") == ["scheduler-conflict"]
         obj["spec"]["schedulerName"] = "default-scheduler"
         assert rules(obj, example(backend)) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_share_that_names_its_node_is_refused_where_only_a_scheduler_gives_it(
+    backend: str,
+) -> None:
+    """HAMi and KAI give a share through their scheduler, which a nodeName bypasses; the
+    others count it on the node, where the kubelet admits it as any pod."""
+    wanted = ["node-assigned"] if backend in ("hami", "kai") else []
+    bound = pod(dict(QUARTER))
+    bound["spec"]["nodeName"] = "gpu-7"
+    assert rules(bound, example(backend)) == wanted
+    template = deployment(copy.deepcopy(bound))
+    outcome = evaluate_pod(template, DEPLOYMENT, example(backend), "mutate")
+    assert [v.rule for v in outcome.violations] == wanted
 
 
 def test_hami_percentage_mode_rounds_the_share_down_to_a_whole_percent() -> None:

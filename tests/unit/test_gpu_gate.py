@@ -63,11 +63,11 @@ def test_a_pod_let_go_reads_cleanly_and_asks_for_no_gpu(
     for site, value in damage:
         pod = _damaged(pod, site, value)
     try:
-        _, annotations, spec = pod_parts(pod, POD)
+        _, annotations, spec, _ = pod_parts(pod, POD)
         view = PodView.read(pod, POD)
     except MalformedObject:
         try:
-            _, annotations, spec = pod_parts(pod, POD)
+            _, annotations, spec, _ = pod_parts(pod, POD)
         except MalformedObject:
             return  # refused before the gate, as before
         assert asks_for(annotations, spec, POLICIES.is_gpu_resource)

@@ -43,7 +43,6 @@ def _elsewhere(pod: dict[str, Any], index: int) -> None:
     pod["metadata"].setdefault("labels", {})["pod-template-hash"] = str(index)
     spec = pod["spec"]
     spec["volumes"] = [{"name": f"kube-api-access-{index}", "projected": {"sources": []}}]
-    spec["nodeName"] = f"node-{index}"
     spec["serviceAccountName"] = f"sa-{index}"
     for container in spec["containers"]:
         container["image"] = f"cuda:12.{index}"
@@ -71,7 +70,7 @@ def test_pods_that_differ_where_the_engine_reads_get_their_own_outcomes() -> Non
         "metadata": {"name": "a"},
         "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
     }
-    variants = [copy.deepcopy(base) for _ in range(8)]
+    variants = [copy.deepcopy(base) for _ in range(10)]
     variants[1]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
     variants[2]["spec"]["containers"][0]["name"] = "d"
     variants[3]["spec"]["containers"][0]["env"] = [{"name": "X", "value": "1"}]
@@ -79,6 +78,8 @@ def test_pods_that_differ_where_the_engine_reads_get_their_own_outcomes() -> Non
     variants[5]["spec"]["tolerations"] = [{"key": "k", "operator": "Exists"}]
     variants[6]["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
     variants[7]["spec"]["runtimeClassName"] = "nvidia"
+    variants[8]["spec"]["nodeName"] = "gpu-7"
+    variants[9]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     cache = OutcomeCache()
     keys = {engine_input(POD, pod_parts(pod, POD)) for pod in variants}
     assert len(keys) == len(variants)

@@ -43,6 +43,8 @@ class ShareIntent:
     annotation: str = ""
     # A share the record says the webhook wrote, read back from the backend's resources.
     recorded: bool = False
+    # The cards it is on, each giving the amount (HAMi's form of several cards).
+    cards: int = 1
 
     @property
     def asked(self) -> str:

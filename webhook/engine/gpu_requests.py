@@ -143,7 +143,17 @@ def _recorded_share(
     # In the policy's unit now, whatever it was when written (rounded down: never more).
     units = max(1, mib // sharing.mib_per_unit)
     found.shares.append(
-        ShareIntent(container, "vram", named, entry.vram, None, units, in_requests, recorded=True)
+        ShareIntent(
+            container,
+            "vram",
+            named,
+            entry.vram,
+            None,
+            units,
+            in_requests,
+            recorded=True,
+            cards=entry.cards,
+        )
     )
     return frozenset(given)
 

@@ -41,6 +41,10 @@ class PlannedShare:
     env: tuple[EnvChange, ...]
     # What the user wrote, as the record keeps it (the first pass's words on later passes).
     asked: str
+    # The share as the backend holds it (HAMi's whole percent, KAI's hundredths), which the
+    # record and the env say; and the cap of a hard limit where it is not that share.
+    granted: SizedShare
+    limit_mib: int | None = None
 
     @property
     def container(self) -> Container:
@@ -93,9 +97,14 @@ def plan_pod(
     backend = backend_for(sharing, policy.name, inventory, record) if sharing else None
     requests = read_gpu_requests(pod, policy, record, backend)
     violations = list(requests.violations)
-    intents = _share_intents(requests.shares, requests.whole, record, violations)
-    if intents.shares and requests.whole:
-        violations.append(_mixed_pod(requests.whole[0], intents.shares[0]))
+    shares, whole = requests.shares, requests.whole
+    if backend is not None:
+        shares, whole = backend.per_card_shares(shares, whole)
+    intents = _share_intents(shares, whole, record, violations)
+    if intents.shares and whole:
+        violations.append(_mixed_pod(whole[0], intents.shares[0]))
+    if backend is not None and (intents.shares or whole):
+        violations += backend.check_pod(pod, intents.shares, whole)
     if violations:
         return violations
     if intents.shares:
@@ -105,9 +114,9 @@ def plan_pod(
     if intents.stale or record.containers:
         gone = stale_selector_keys(pod, record.node_selector, policy.whole_gpu.node_selector)
     plan = PodPlan(
-        pod, policy, record, tuple(requests.whole), tuple(intents.stale), gone_selector=tuple(gone)
+        pod, policy, record, tuple(whole), tuple(intents.stale), gone_selector=tuple(gone)
     )
-    if requests.whole:
+    if whole:
         conflicts = node_selector_conflicts(pod, policy.whole_gpu.node_selector, plan.why, gone)
         if conflicts:
             return conflicts
@@ -140,7 +149,7 @@ def _plan_shares(
     if violations:
         return violations
     violations += backend.check(sized, pod)
-    if sharing.frameworks:
+    if sharing.frameworks and not violations:
         violations += [v for share in sized if (v := _below_headroom(backend.granted(share)))]
     if violations:
         return violations
@@ -148,8 +157,8 @@ def _plan_shares(
     planned: list[PlannedShare] = []
     for share in sized:
         recorded = record.containers.get(share.intent.container.name)
-        # The env tells the container what the backend enforces (HAMi's whole percent), the
-        # record and the rendering keep what was sized, so later passes size it alike.
+        # The record and the env say what the backend gives (HAMi's whole percent, KAI's
+        # hundredths); the rendering is made from what was sized.
         granted = backend.granted(share)
         managed = set(recorded.env) if recorded else set()
         env, env_violations = plan_env(
@@ -162,7 +171,16 @@ def _plan_shares(
         )
         violations += env_violations
         container_rendering = rendering.containers[share.intent.container.name]
-        planned.append(PlannedShare(share, container_rendering, tuple(env), _asked(record, share)))
+        planned.append(
+            PlannedShare(
+                share,
+                container_rendering,
+                tuple(env),
+                _asked(record, share),
+                granted,
+                backend.limit_mib(granted),
+            )
+        )
     gone = stale_selector_keys(pod, record.node_selector, sharing.placement.node_selector)
     plan = PodPlan(
         pod,

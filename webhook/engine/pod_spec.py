@@ -123,6 +123,12 @@ class Container:
         return _list(self.raw, "env", self.path)
 
     @property
+    def privileged(self) -> bool:
+        """Whether its securityContext says `privileged: true` (the one test HAMi makes)."""
+        context = _mapping(self.raw, "securityContext", self.path)
+        return context.get("privileged") is True
+
+    @property
     def is_sidecar(self) -> bool:
         """An init container that keeps running beside the main ones (restartPolicy Always)."""
         return self.kind == "initContainers" and self.raw.get("restartPolicy") == "Always"
@@ -131,8 +137,8 @@ class Container:
 @dataclass(slots=True)
 class PodView:
     """The engine reads a pod only through this view: its annotations, its containers' names,
-    resources and env, its labels, and the spec's nodeSelector, tolerations, affinity,
-    runtimeClassName and schedulerName.
+    resources, env and securityContext, its labels, and the spec's nodeSelector, tolerations,
+    affinity, runtimeClassName, schedulerName and nodeName.
     `engine_input` lists exactly these; a new reader must be added there too (a test reads
     every scenario through a spec that notes what is read, and fails when the key lacks it)."""
 
@@ -141,6 +147,8 @@ class PodView:
     annotations: Mapping[str, Any]
     spec: Mapping[str, Any]
     containers: tuple[Container, ...]
+    # The labels of the workload that is its pods' top owner, where this is one (PodParts).
+    owner_labels: Mapping[str, Any] | None = None
 
     @classmethod
     def read(cls, obj: Mapping[str, Any], location: PodTemplateLocation) -> PodView:
@@ -149,8 +157,9 @@ class PodView:
     @classmethod
     def of_parts(cls, location: PodTemplateLocation, parts: PodParts) -> PodView:
         """The view of a pod whose `pod_parts` the caller has already."""
-        metadata, annotations, spec = parts
-        return cls(location, metadata, annotations, spec, _read_containers(spec, location.spec))
+        metadata, annotations, spec, owner_labels = parts
+        containers = _read_containers(spec, location.spec)
+        return cls(location, metadata, annotations, spec, containers, owner_labels)
 
     def node_selector(self) -> Mapping[str, Any]:
         return _mapping(self.spec, "nodeSelector", self.location.spec)
@@ -163,6 +172,10 @@ class PodView:
 
     def scheduler_name(self) -> str | None:
         return self._spec_string("schedulerName")
+
+    def node_name(self) -> str | None:
+        """The node the pod is bound to as written, which no scheduler then places."""
+        return self._spec_string("nodeName") or None
 
     def labels(self) -> Mapping[str, Any]:
         """The pod's labels, of which the engine reads only those a backend gives
@@ -209,6 +222,21 @@ class PodParts(NamedTuple):
     metadata: Mapping[str, Any]
     annotations: Mapping[str, Any]
     spec: Mapping[str, Any]
+    # The workload's own labels where it is the top owner of the pods it makes (it has no
+    # ownerReferences): a scheduler may read them before the pods' own (KAI's queue). None
+    # for a pod, and for a workload another object owns.
+    owner_labels: Mapping[str, Any] | None = None
+
+
+def _top_owner_labels(
+    obj: Mapping[str, Any], location: PodTemplateLocation
+) -> Mapping[str, Any] | None:
+    if location.is_pod:
+        return None
+    metadata = _mapping(obj, "metadata", ())
+    if metadata.get("ownerReferences"):
+        return None
+    return _mapping(metadata, "labels", ("metadata",))
 
 
 def pod_parts(obj: Mapping[str, Any], location: PodTemplateLocation) -> PodParts:
@@ -220,7 +248,9 @@ def pod_parts(obj: Mapping[str, Any], location: PodTemplateLocation) -> PodParts
             (*location.metadata, "annotations"),
             f"Too long: must have at most {MAX_ANNOTATION_BYTES} bytes",
         )
-    return PodParts(metadata, annotations, _resolve(obj, location.spec))
+    return PodParts(
+        metadata, annotations, _resolve(obj, location.spec), _top_owner_labels(obj, location)
+    )
 
 
 def annotation_bytes(annotations: Mapping[str, Any]) -> int:
@@ -252,7 +282,7 @@ def engine_input(
     a backend gives are in it (pods that differ in others, as the pods of a ReplicaSet do,
     share a text), and whether there is a map to add one to where the governing policy gives
     one (`gives_labels`)."""
-    metadata, _, spec = parts
+    metadata, _, spec, owner_labels = parts
     try:
         containers = [
             (
@@ -261,6 +291,7 @@ def engine_input(
                 _sent(raw, "resources"),
                 _sent(raw, "env"),
                 _sent(raw, "restartPolicy"),
+                _sent(raw, "securityContext"),
             )
             for kind in CONTAINER_LISTS
             for raw in _sent_list(spec, kind)
@@ -270,12 +301,14 @@ def engine_input(
                 metadata is _NOTHING,
                 _sent(metadata, "annotations"),
                 _labels_read(metadata, gives_labels),
+                None if owner_labels is None else _labels_read({"labels": owner_labels}, False),
                 containers,
                 _sent(spec, "nodeSelector"),
                 _sent(spec, "tolerations"),
                 _sent(spec, "affinity"),
                 _sent(spec, "runtimeClassName"),
                 _sent(spec, "schedulerName"),
+                _sent(spec, "nodeName"),
             ]
         )
     except (AttributeError, TypeError, ValueError):

@@ -145,10 +145,18 @@ class _Writer:
             self._resize(share)
             env, merged = self._give_env(share)
             given = dict(share.rendering.resources)
-            if given == {sharing.vram_resource: str(share.sized.units)}:
+            granted = share.granted
+            if given == {sharing.vram_resource: str(granted.units)}:
                 given = {}  # as records before backends wrote it
             entries[share.container.name] = ContainerShare(
-                share.asked, str(share.sized.units), env, given, merged, str(share.sized.mib)
+                share.asked,
+                str(granted.units),
+                env,
+                given,
+                merged,
+                str(granted.mib),
+                "" if share.limit_mib is None else str(share.limit_mib),
+                granted.intent.cards,
             )
         self._pin_model()
         tolerations, selector = self._place_share()

@@ -42,6 +42,10 @@ class ContainerShare:
     merged: Mapping[str, str] = field(default_factory=dict)
     # The share in MiB, beside `given`: read back whatever unit the policy has since.
     mib: str = ""
+    # What a hard limit holds the container to where it is not the share (KAI's isolator).
+    limit_mib: str = ""
+    # The cards the share is on, each with `vram` of its own (HAMi), where more than one.
+    cards: int = 1
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class ShareRecord:
                         given=_string_map(entry.get("given", {})),
                         merged=_string_map(entry.get("merged", {})),
                         mib=str(entry.get("mib", "")),
+                        limit_mib=str(entry.get("limitMiB", "")),
+                        cards=_card_count(entry.get("cards", 1)),
                     )
                     for name, entry in data["containers"].items()
                 },
@@ -140,7 +146,17 @@ def _container_entry(share: ContainerShare) -> dict[str, Any]:
         entry["mib"] = share.mib
     if share.merged:
         entry["merged"] = dict(sorted(share.merged.items()))
+    if share.limit_mib:
+        entry["limitMiB"] = share.limit_mib
+    if share.cards != 1:
+        entry["cards"] = share.cards
     return entry
+
+
+def _card_count(value: object) -> int:
+    if type(value) is not int or value < 1:
+        raise TypeError("cards must be a positive whole number")
+    return value
 
 
 def _toleration(value: object) -> Mapping[str, Any]:

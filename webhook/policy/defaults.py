@@ -46,3 +46,5 @@ FRACTION_ANNOTATION = "gpu-fraction"
 MEMORY_ANNOTATION = "gpu-memory"
 SHARE_ANNOTATIONS = (FRACTION_ANNOTATION, MEMORY_ANNOTATION)
 FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
+# How many cards of a node a KAI share takes, each giving the share; one where absent.
+FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"

@@ -69,15 +69,16 @@ def told_their_limit(sharing: Sharing) -> list[str]:
 # version of it.
 DEFAULT_FRAMEWORKS = (Framework.JAX, Framework.CUPY, Framework.TENSORFLOW)
 
-# The variables a hard limit needs in the container; MIG needs none, and HAMi's device plugin
-# sets HAMi-core's own.
+# The variables a hard limit needs in the container. MIG needs none; HAMi-core's own are set
+# by the system that gives the share: HAMi's device plugin (`CUDA_DEVICE_MEMORY_LIMIT_<i>`),
+# or KAI's webhook, which replaces any `CUDA_DEVICE_MEMORY_LIMIT` of the container with one
+# read from the ConfigMap its binder fills (KAI-Scheduler hamicore.go L34-67).
 HARD_LIMIT_ENV: Mapping[HardLimit, tuple[EnvTemplate, ...]] = MappingProxyType(
     {
         HardLimit.MPS: (
             EnvTemplate("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0={mib}M"),
             EnvTemplate("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "{percent}"),
         ),
-        HardLimit.HAMI_CORE: (EnvTemplate("CUDA_DEVICE_MEMORY_LIMIT", "{mib}m"),),
     }
 )
 
@@ -94,8 +95,6 @@ BACKEND_HARD_LIMITS: Mapping[Backend, tuple[HardLimit, ...]] = MappingProxyType(
 )
 
 
-def hard_limit_env(backend: Backend, hard_limit: HardLimit) -> tuple[EnvTemplate, ...]:
-    """What the container needs for its hard limit: HAMi's own device plugin sets HAMi-core's."""
-    if backend is Backend.HAMI:
-        return ()
+def hard_limit_env(hard_limit: HardLimit) -> tuple[EnvTemplate, ...]:
+    """What the container needs from this webhook for its hard limit."""
     return HARD_LIMIT_ENV.get(hard_limit, ())

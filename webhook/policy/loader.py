@@ -335,7 +335,7 @@ class _PolicyBuilder:
             )
         hard_limit = self._hard_limit(block, backend, base)
         frameworks = self._frameworks(block, base)
-        env = self._all_env(block, backend, hard_limit, frameworks, base)
+        env = self._all_env(block, hard_limit, frameworks, base)
         nodes = self._node_pool(block.get("nodes", {}), placement, (*base, "nodes"))
         runtime_class_name: str | None = block.get("runtimeClassName")
         if runtime_class_name is not None and not is_dns_subdomain(runtime_class_name):
@@ -391,7 +391,6 @@ class _PolicyBuilder:
     def _all_env(
         self,
         block: Mapping[str, Any],
-        backend: Backend,
         hard_limit: HardLimit,
         frameworks: tuple[Framework, ...],
         base: FieldPath,
@@ -404,7 +403,7 @@ class _PolicyBuilder:
             for template in FRAMEWORK_ENV[framework]:
                 given[template.name] = f"frameworks lists {framework.value}"
         generated = [t for framework in frameworks for t in FRAMEWORK_ENV[framework]]
-        for template in hard_limit_env(backend, hard_limit):
+        for template in hard_limit_env(hard_limit):
             given[template.name] = f"hardLimit is {hard_limit.value}"
             generated.append(template)
         for index, template in enumerate(own):

@@ -18,16 +18,21 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from webhook.engine.backends.rendering import (
+    DEFAULT_SCHEDULER,
     ContainerRendering,
     NativeRead,
     Rendering,
     ShareBackend,
+    node_assigned,
     scheduler_conflict,
 )
-from webhook.engine.findings import Violation
+from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.shares import SizedShare
 from webhook.quantity import plain_int, quantity_or_none
+
+# The scheduler HAMi's chart names (values.yaml `schedulerName`), where the policy names none.
+HAMI_CHART_SCHEDULER = "hami-scheduler"
 
 
 @dataclass
@@ -85,15 +90,36 @@ class HamiBackend(ShareBackend):
             claimed = present & {hami.percentage_resource, hami.cores_resource}
             return NativeRead(frozenset(claimed), tuple(violations))
         by_memory = hami.memory_resource in present
-        if by_memory and count == 1:
-            # One card and an amount of memory: the share this backend writes, read as one.
-            claimed = present - {hami.memory_resource}
+        if by_memory and count >= 1 and hami.percentage_resource not in present:
+            # Cards and an amount of memory on each: the share this backend writes, read as one
+            # (the count as whole GPUs, which per_card_shares gives the share).
+            claimed = present - {hami.memory_resource, hami.count_resource}
             return NativeRead(frozenset(claimed), tuple(violations))
         if not by_memory and hami.percentage_resource not in present:
             # Cores alone: a whole card with its cores capped, counted as a whole GPU.
             return NativeRead(frozenset({hami.cores_resource}), tuple(violations))
-        # Several cards, or a percentage: checked, and left as written.
+        # A percentage: checked, and left as written.
         return NativeRead(frozenset(present), tuple(violations))
+
+    def per_card_shares(
+        self, shares: list[ShareIntent], whole: list[WholeGpu]
+    ) -> tuple[list[ShareIntent], list[WholeGpu]]:
+        """HAMi reads `nvidia.com/gpu: N` beside an amount of memory as that memory on each of
+        N cards (pkg/device/nvidia/device.go, v2.10.0: one `Memreq` for `Nums` cards, L520-600;
+        Fit charges it to each, L715-876)."""
+        count = self.sharing.hami.count_resource
+        cards = {_key(gpu.container): gpu for gpu in whole if gpu.resource == count}
+        taken: set[tuple[str, int]] = set()
+        per_card: list[ShareIntent] = []
+        for share in shares:
+            gpu = cards.get(_key(share.container))
+            if gpu is None or share.fraction is not None or share.recorded:
+                per_card.append(share)
+                continue
+            per_card.append(replace(share, cards=gpu.count))
+            taken.add(_key(share.container))
+        left = [gpu for gpu in whole if gpu.resource != count or _key(gpu.container) not in taken]
+        return per_card, left
 
     def _cores_are_ours(self, share: SizedShare) -> bool:
         """Cores a user wrote beside the share stay theirs; those the webhook wrote follow it."""
@@ -102,6 +128,32 @@ class HamiBackend(ShareBackend):
         written = cores in container.limits or cores in container.requests
         given = self.record.given_of(container.name, self.sharing.vram_resource)
         return not written or cores in given
+
+    def check_pod(
+        self, pod: PodView, shares: Sequence[ShareIntent], whole: Sequence[WholeGpu]
+    ) -> list[Violation]:
+        """What HAMi's webhook denies (pkg/scheduler/webhook.go, v2.10.0 L99-112) of a pod with
+        a HAMi resource that it does not leave to another scheduler: a container of the pod
+        that is privileged, and a pod that names its node."""
+        hami = self.sharing.hami
+        if not shares and not any(gpu.resource == hami.count_resource for gpu in whole):
+            return []
+        ours = hami.scheduler_name or HAMI_CHART_SCHEDULER
+        if pod.scheduler_name() not in (None, "", DEFAULT_SCHEDULER, ours):
+            return []  # HAMi's webhook lets such a pod pass unchecked (L64-69)
+        found = [
+            Violation(
+                "privileged-container",
+                f"{container.label} is privileged, and HAMi denies every pod with a GPU in which "
+                f'a container is ("container {container.name} is privileged"): a privileged '
+                "container sees every card of its node, past any share; drop privileged, or "
+                "run it in a pod without GPUs",
+            )
+            for container in pod.containers
+            if container.privileged
+        ]
+        found += node_assigned(pod, "HAMi", 'its webhook denies it: "pod has node assigned"')
+        return found
 
     def read_pod(self, pod: PodView) -> list[Violation]:
         hami = self.sharing.hami
@@ -137,7 +189,7 @@ class HamiBackend(ShareBackend):
         hami = self.sharing.hami
         containers: dict[str, ContainerRendering] = {}
         for share in shares:
-            resources = {hami.count_resource: "1"}
+            resources = {hami.count_resource: str(share.intent.cards)}
             if hami.memory == "Percentage":
                 resources[hami.percentage_resource] = str(self.percent(share))
             else:
@@ -149,6 +201,10 @@ class HamiBackend(ShareBackend):
                 resources, node_resources=(hami.count_resource,)
             )
         return Rendering(containers, scheduler_name=hami.scheduler_name)
+
+
+def _key(container: Container) -> tuple[str, int]:
+    return container.kind, container.index
 
 
 def _whole_percent(container: Container, name: str) -> list[Violation]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from webhook.engine.findings import Violation
+from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.share_record import NO_RECORD, ShareRecord
@@ -86,6 +86,21 @@ class ShareBackend:
     def read_pod(self, pod: PodView) -> list[Violation]:
         return []
 
+    def per_card_shares(
+        self, shares: list[ShareIntent], whole: list[WholeGpu]
+    ) -> tuple[list[ShareIntent], list[WholeGpu]]:
+        """Whole GPUs that the backend reads, beside an amount of memory in the same container,
+        as that amount on each of them (HAMi's form): taken out of `whole`, and given to the
+        share as its `cards`. Elsewhere a container cannot have both."""
+        return shares, whole
+
+    def check_pod(
+        self, pod: PodView, shares: Sequence[ShareIntent], whole: Sequence[WholeGpu]
+    ) -> list[Violation]:
+        """What the backend's own admission or scheduler refuses of a pod that asks for GPUs,
+        or would take and never give: checked before any share is sized."""
+        return []
+
     def check(self, shares: Sequence[SizedShare], pod: PodView) -> list[Violation]:
         return []
 
@@ -94,12 +109,17 @@ class ShareBackend:
         (HAMi's whole percent): what the container's env is told."""
         return share
 
+    def limit_mib(self, share: SizedShare) -> int | None:
+        """The memory a hard limit holds the container to, where it is not the share itself
+        (KAI's isolator rounds the share to a hundredth of the card): for the record."""
+        return None
+
     def seen_mib(self, share: SizedShare) -> int:
         """The device memory a process of the share's container sees, of which frameworks
-        take their fraction: the whole card, or under HAMi-core the share itself (it reports
-        the limit as the device's total)."""
+        take their fraction: the whole card, or under HAMi-core its limit (it reports the limit
+        as the device's total)."""
         if self.sharing.hard_limit is HardLimit.HAMI_CORE:
-            return share.mib
+            return self.limit_mib(share) or share.mib
         return share.model.memory_mib
 
     def render(self, shares: Sequence[SizedShare], pod: PodView) -> Rendering:
@@ -119,6 +139,21 @@ def scheduler_conflict(
             "scheduler-conflict",
             f'schedulerName "{present}" cannot give a share of a GPU: {why} gives it through '
             f'"{wanted}"; remove schedulerName from the pod, or write "{wanted}"',
+        )
+    ]
+
+
+def node_assigned(pod: PodView, backend: str, consequence: str) -> list[Violation]:
+    """A pod that names its node: no scheduler places it, so no share of a card is counted."""
+    node = pod.node_name()
+    if node is None:
+        return []
+    return [
+        Violation(
+            "node-assigned",
+            f'spec.nodeName "{node}" binds the pod to a node past every scheduler, and '
+            f"{backend} gives a GPU only through its scheduler ({consequence}): remove "
+            f"nodeName, and choose the node with nodeSelector kubernetes.io/hostname: {node}",
         )
     ]
 
