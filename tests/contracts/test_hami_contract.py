@@ -106,6 +106,12 @@ def _sidecar(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def _privileged_init(obj: dict[str, Any]) -> dict[str, Any]:
+    init = {"name": "setup", "image": "x", "securityContext": {"privileged": True}}
+    obj["spec"]["initContainers"] = [init]
+    return obj
+
+
 # (row, the pod as written, the rules the webhook refuses it by, HAMi's message)
 JUDGED = [
     (
@@ -132,6 +138,24 @@ JUDGED = [
         ["privileged-container"],
         "container infer is privileged",
     ),
+    (
+        "a privileged init container beside a share",
+        _privileged_init(pod({"nvidia.com/gpu": "0.25"})),
+        ["privileged-container"],
+        "container setup is privileged",
+    ),
+    (
+        "HAMi's percentage form, privileged",
+        _privileged(pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"})),
+        ["privileged-container"],
+        "container infer is privileged",
+    ),
+    (
+        "no GPU but HAMi's count, naming its node",
+        _with(pod({"nvidia.com/gpu": "0"}), nodeName="gpu-7"),
+        ["node-assigned"],
+        "pod has node assigned",
+    ),
     ("a privileged pod without GPUs", _privileged(pod({"cpu": "1"})), [], ""),
     (
         "whole GPUs for another scheduler",
@@ -151,3 +175,27 @@ def test_what_hamis_webhook_denies_is_refused_here_first(
     admission = hami.webhook_handle(obj)
     assert admission.allowed is (not rules)
     assert admission.message.startswith(says) if rules else True
+
+
+def test_apply_sending_the_webhooks_count_back_beside_the_memory_keeps_every_card() -> None:
+    """kubectl apply sends the user's `gpu: 2` and `vram: 4Gi` again, with the `gpumem` the
+    webhook wrote (not in last-applied) still there: still 4096 MiB on each of 2 cards."""
+    _, result = mutated(pod({"nvidia.com/gpu": "2", "example.com/vram": "4Gi"}), POD, policy())
+    again = copy.deepcopy(result)
+    again["spec"]["containers"][0]["resources"]["limits"]["example.com/vram"] = "4Gi"
+    _, reapplied = mutated(again, POD, policy())
+    container = reapplied["spec"]["containers"][0]
+    assert hami.generate_resource_requests(container).nums == 2
+    assert "example.com/vram" not in container["resources"]["limits"]
+
+
+def test_the_card_count_is_the_containers_whatever_the_record_says() -> None:
+    _, result = mutated(pod({"nvidia.com/gpu": "2", "example.com/vram": "4Gi"}), POD, policy())
+    edited = copy.deepcopy(result)
+    annotations = edited["metadata"]["annotations"]
+    key = "gpu-admission.example.com/shares"
+    annotations[key] = annotations[key].replace('"cards":2', '"cards":3')
+    assert '"cards":3' in annotations[key]
+    outcome = evaluate_pod(edited, POD, policy(), "mutate")
+    written = [op for op in outcome.operations if op["path"].endswith("nvidia.com~1gpu")]
+    assert written == []

@@ -221,3 +221,56 @@ def test_a_workload_another_object_owns_keeps_the_policys_queue_on_its_pods() ->
     assert result["spec"]["template"]["metadata"]["labels"]["kai.scheduler/queue"] == (
         "default-queue"
     )
+
+
+@pytest.mark.parametrize("owner", [{"kai.scheduler/queue": "team-a"}, {}], ids=["own", "none"])
+def test_what_a_controller_makes_from_a_rewritten_workload_passes_unchanged(
+    owner: dict[str, str],
+) -> None:
+    """A ReplicaSet and its pods carry the Deployment's rewritten template under an owner the
+    webhook cannot see: rewriting them again would set them apart from their template, and
+    the Deployment controller would make ReplicaSet after ReplicaSet."""
+    obj = deployment(pod({"nvidia.com/gpu": "0.125"}))
+    obj["metadata"]["labels"] = dict(owner)
+    _, result = mutated(obj, DEPLOYMENT, policy(HardLimit.HAMI_CORE))
+    template = copy.deepcopy(result["spec"]["template"])
+    owned = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "controller": True}]
+    replica_set = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "d-5f7", "labels": dict(template["metadata"]["labels"])},
+        "spec": {"template": template},
+    }
+    replica_set["metadata"]["ownerReferences"] = owned
+    child = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**copy.deepcopy(template["metadata"]), "ownerReferences": owned},
+        "spec": copy.deepcopy(template["spec"]),
+    }
+    for made, location in ((replica_set, DEPLOYMENT), (child, POD)):
+        outcome = evaluate_pod(made, location, policy(HardLimit.HAMI_CORE), "mutate")
+        assert outcome.violations == () and outcome.operations == (), outcome
+    pod_labels = template["metadata"]["labels"]
+    expected = owner.get("kai.scheduler/queue", "default-queue")
+    assert kai.calc_pod_group_queue(owner, pod_labels) == pod_labels[kai.QUEUE_LABEL] == expected
+
+
+def test_an_empty_queue_on_the_workload_is_refused() -> None:
+    obj = deployment(pod({"nvidia.com/gpu": "0.5"}))
+    obj["metadata"]["labels"] = {"kai.scheduler/queue": ""}
+    outcome = evaluate_pod(obj, DEPLOYMENT, policy(HardLimit.NONE), "mutate")
+    assert [v.rule for v in outcome.violations] == ["queue-conflict"]
+    assert kai.calc_pod_group_queue({"kai.scheduler/queue": ""}, {}) == ""
+
+
+def test_in_gib_a_fraction_kai_holds_under_one_unit_is_refused_not_recorded_as_none() -> None:
+    """0.025 of an A100 is 1 GiB as sized, but KAI keeps 0.02, 818 MiB: under a GiB."""
+    base = policy(HardLimit.NONE)
+    assert base.sharing is not None
+    in_gib = replace(base, sharing=replace(base.sharing, unit="GiB", frameworks=()))
+    outcome = evaluate_pod(pod({"nvidia.com/gpu": "0.025"}), POD, in_gib, "mutate")
+    assert [v.rule for v in outcome.violations] == ["share-too-small"]
+    assert "818 MiB" in outcome.violations[0].message
+    held = kai.bind({"gpu-fraction": "0.02"}, {"nvidia.com/gpu.memory": "40960"}).reserved_mib
+    assert held == 818

@@ -109,9 +109,13 @@ class _NotedReads(dict[str, Any]):
 
 
 def _noting(obj: Any, location: PodTemplateLocation, into: set[str]) -> dict[str, Any]:
-    """A copy of `obj` whose pod metadata and spec note the keys read in them into `into`."""
+    """A copy of `obj` whose pod metadata and spec (and a workload's own metadata) note the
+    keys read in them into `into`."""
     copied = copy.deepcopy(obj)
-    for path, prefix in ((location.metadata, "metadata."), (location.spec, "spec.")):
+    parts = [(location.metadata, "metadata."), (location.spec, "spec.")]
+    if not location.is_pod:
+        parts.append((("metadata",), "object.metadata."))  # the workload's own
+    for path, prefix in parts:
         node: Any = copied
         for part in path[:-1]:
             node = node.setdefault(part, {})

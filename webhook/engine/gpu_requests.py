@@ -152,7 +152,6 @@ def _recorded_share(
             units,
             in_requests,
             recorded=True,
-            cards=entry.cards,
         )
     )
     return frozenset(given)

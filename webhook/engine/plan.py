@@ -103,7 +103,7 @@ def plan_pod(
     intents = _share_intents(shares, whole, record, violations)
     if intents.shares and whole:
         violations.append(_mixed_pod(whole[0], intents.shares[0]))
-    if backend is not None and (intents.shares or whole):
+    if backend is not None:
         violations += backend.check_pod(pod, intents.shares, whole)
     if violations:
         return violations

@@ -1,4 +1,5 @@
-"""The HAMi backend: a share is `nvidia.com/gpu: 1` with `nvidia.com/gpumem` (MiB) or
+"""The HAMi backend: a share is `nvidia.com/gpu: 1` (or the count of cards the container
+writes beside an amount of memory) with `nvidia.com/gpumem` (MiB, on each card) or
 `nvidia.com/gpumem-percentage` (whole percent of the card), and optionally
 `nvidia.com/gpucores`, under the names the HAMi chart configures.
 
@@ -7,9 +8,9 @@ HAMi's own webhook fails open and reads these only as container resources, by
 (over 2^31) is dropped without a word, and the same names written as pod annotations are
 ignored. Here the percentage and the annotations are refused with the form that works, and
 memory with a binary suffix is rewritten into MiB. A pod already written in HAMi's dialect
-is checked, not rewritten: one card with a memory amount reads as a share (it gets the
-policy's env and placement); a share over several cards, or as a percentage, is left as
-written."""
+is checked, not rewritten: cards with a memory amount read as a share (it gets the policy's
+env and placement); a share as a percentage is left as written. What HAMi's webhook denies
+(a privileged container, a pod that names its node) is refused here first."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from webhook.engine.backends.rendering import (
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.shares import SizedShare
+from webhook.policy.model import HamiSettings
 from webhook.quantity import plain_int, quantity_or_none
 
 # The scheduler HAMi's chart names (values.yaml `schedulerName`), where the policy names none.
@@ -106,17 +108,18 @@ class HamiBackend(ShareBackend):
     ) -> tuple[list[ShareIntent], list[WholeGpu]]:
         """HAMi reads `nvidia.com/gpu: N` beside an amount of memory as that memory on each of
         N cards (pkg/device/nvidia/device.go, v2.10.0: one `Memreq` for `Nums` cards, L520-600;
-        Fit charges it to each, L715-876)."""
+        Fit charges it to each, L715-876). The count is read as the container holds it, the
+        webhook's own included (a share it wrote before, which kubectl apply sends back beside
+        the user's memory)."""
         count = self.sharing.hami.count_resource
-        cards = {_key(gpu.container): gpu for gpu in whole if gpu.resource == count}
         taken: set[tuple[str, int]] = set()
         per_card: list[ShareIntent] = []
         for share in shares:
-            gpu = cards.get(_key(share.container))
-            if gpu is None or share.fraction is not None or share.recorded:
+            cards = _whole_count(share.container.limits.get(count))
+            if cards is None or share.fraction is not None:
                 per_card.append(share)
                 continue
-            per_card.append(replace(share, cards=gpu.count))
+            per_card.append(replace(share, cards=cards))
             taken.add(_key(share.container))
         left = [gpu for gpu in whole if gpu.resource != count or _key(gpu.container) not in taken]
         return per_card, left
@@ -133,10 +136,11 @@ class HamiBackend(ShareBackend):
         self, pod: PodView, shares: Sequence[ShareIntent], whole: Sequence[WholeGpu]
     ) -> list[Violation]:
         """What HAMi's webhook denies (pkg/scheduler/webhook.go, v2.10.0 L99-112) of a pod with
-        a HAMi resource that it does not leave to another scheduler: a container of the pod
-        that is privileged, and a pod that names its node."""
+        a HAMi resource, in any form and any amount (`nvidia.com/gpu: 0` too), that it does not
+        leave to another scheduler: a container of the pod that is privileged, and a pod that
+        names its node."""
         hami = self.sharing.hami
-        if not shares and not any(gpu.resource == hami.count_resource for gpu in whole):
+        if not any(_has_hami_resource(container, hami) for container in pod.containers):
             return []
         ours = hami.scheduler_name or HAMI_CHART_SCHEDULER
         if pod.scheduler_name() not in (None, "", DEFAULT_SCHEDULER, ours):
@@ -205,6 +209,22 @@ class HamiBackend(ShareBackend):
 
 def _key(container: Container) -> tuple[str, int]:
     return container.kind, container.index
+
+
+def _whole_count(written: object) -> int | None:
+    amount = quantity_or_none(written)
+    if amount is None or amount.denominator != 1 or amount < 1:
+        return None
+    return int(amount)
+
+
+def _has_hami_resource(container: Container, hami: HamiSettings) -> bool:
+    """What HAMi's webhook counts as asking it for a GPU: one of its names in limits, or the
+    count in requests (device.go L398-450)."""
+    names = (*hami.resources, hami.count_resource)
+    return any(name in container.limits for name in names) or (
+        hami.count_resource in container.requests
+    )
 
 
 def _whole_percent(container: Container, name: str) -> list[Violation]:

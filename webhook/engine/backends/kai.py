@@ -72,9 +72,29 @@ class KaiBackend(ShareBackend):
         queue = (pod.owner_labels or {}).get(KAI_QUEUE_LABEL)
         return queue if isinstance(queue, str) else None
 
+    def _queue(self, pod: PodView) -> str:
+        """The queue label the pods get: their top owner's where this object is it; behind an
+        owner the webhook cannot see, the one they carry (written from their owner's template,
+        or by their user), else the policy's."""
+        owners = self._owners_queue(pod)
+        if owners is not None:
+            return owners
+        present = pod.labels().get(KAI_QUEUE_LABEL) if pod.owner_labels is None else None
+        kai = self.sharing.kai
+        assert kai is not None, "the loader gives the KAI backend its settings"
+        return present if isinstance(present, str) else kai.queue
+
     def _queue_conflict(self, pod: PodView) -> list[Violation]:
         owners = self._owners_queue(pod)
         templates = pod.labels().get(KAI_QUEUE_LABEL)
+        if owners == "":
+            return [
+                Violation(
+                    "queue-conflict",
+                    f"the workload's label {KAI_QUEUE_LABEL} is empty, and KAI takes it for the "
+                    "name of its pods' queue, which no queue has: name a queue, or remove it",
+                )
+            ]
         if owners is None or templates in (None, owners, self.record.labels.get(KAI_QUEUE_LABEL)):
             return []
         return [
@@ -98,7 +118,8 @@ class KaiBackend(ShareBackend):
             return Violation(
                 "share-too-large",
                 f"{where} is {share.mib} MiB, and KAI counts a {share.model.product} as "
-                f"{most} MiB (its memory label floored to 100 MiB): ask for at most {most} MiB",
+                f"{most} MiB (its memory label floored to 100 MiB): ask for at most "
+                f"{most // self.sharing.mib_per_unit} {self.sharing.unit}",
             )
         kept = kept_fraction(intent.fraction)
         if kept == 0:
@@ -114,6 +135,15 @@ class KaiBackend(ShareBackend):
                 "fraction-places",
                 f"{where} has more than two decimals, and KAI keeps two (it passes the share on "
                 f'with "%.2f"): write "{format_decimal(kept, 2)}" or "{above}"',
+            )
+        if self.granted(share).units == 0:
+            held = fraction_reserved_mib(kept, share.model.memory_mib)
+            sharing = self.sharing
+            return Violation(
+                "share-too-small",
+                f"{where} is given by KAI as {format_decimal(kept, 2)} of the card, {held} MiB "
+                f"of a {share.model.product} as it counts it, less than 1 {sharing.unit} of "
+                f"{sharing.vram_resource}: ask for a larger share",
             )
         return None
 
@@ -161,7 +191,7 @@ class KaiBackend(ShareBackend):
         return Rendering(
             containers,
             annotations=annotations,
-            default_labels={KAI_QUEUE_LABEL: self._owners_queue(pod) or kai.queue},
+            default_labels={KAI_QUEUE_LABEL: self._queue(pod)},
             scheduler_name=kai.scheduler_name,
         )
 

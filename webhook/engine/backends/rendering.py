@@ -153,7 +153,8 @@ def node_assigned(pod: PodView, backend: str, consequence: str) -> list[Violatio
             "node-assigned",
             f'spec.nodeName "{node}" binds the pod to a node past every scheduler, and '
             f"{backend} gives a GPU only through its scheduler ({consequence}): remove "
-            f"nodeName, and choose the node with nodeSelector kubernetes.io/hostname: {node}",
+            "nodeName, and choose the node with a nodeSelector on its kubernetes.io/hostname "
+            "label",
         )
     ]
 
