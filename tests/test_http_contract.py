@@ -365,7 +365,9 @@ def test_a_body_without_a_usable_length_is_a_400(app_client: Any, length: str, e
 
 
 class ExplodingPolicies(PolicySet):
-    def select(self, namespace: str, object_labels: Any, namespace_labels: Any) -> Selection:
+    def select(
+        self, namespace: str, object_labels: Any, namespace_labels: Any, models_named: Any = None
+    ) -> Selection:
         raise RuntimeError("a bug")
 
 

@@ -307,7 +307,11 @@ def test_a_model_neither_the_pool_nor_its_nodes_know_is_denied_naming_how_to_add
     inventory = MigInventory(memory_by_product={NEW_CARD: 97871}) if models else MigInventory()
     (violation,) = evaluate_pod(obj, POD, policy, "mutate", inventory=inventory).violations
     assert violation.rule == "model-unknown"
-    assert "add it to spec.sharing.models (written whole with its memoryMiB)" in violation.message
+    assert "add the model to its spec.sharing.models (written whole with its memoryMiB)" in (
+        violation.message
+    )
+    # Only where the model's nodes are this pool's: another pool's policy selects it by model.
+    assert "the pod belongs to that pool's policy" in violation.message
     assert fragment in violation.message
 
 

@@ -8,6 +8,7 @@ from webhook.admission.review import AdmissionRequest
 from webhook.admission.verdict import Verdict
 from webhook.bounded_cache import BoundedCache
 from webhook.engine.evaluate import Mode, PodOutcome
+from webhook.engine.gpu_model import models_named_in
 from webhook.engine.gpu_requests import asks_for
 from webhook.engine.inventory import NO_INVENTORY, InventorySource, MigInventory
 from webhook.engine.outcome_cache import (
@@ -75,7 +76,10 @@ def decide(
             # Before selection: a pod without GPUs never waits on a namespace label lookup.
             return Verdict.allow()
         labels = labels_in(parts.metadata, location)
-        selection = policies.select(request.namespace, labels, namespace_labels or _NO_CLUSTER)
+        models = models_named_in(location, parts)
+        selection = policies.select(
+            request.namespace, labels, namespace_labels or _NO_CLUSTER, models
+        )
         policy = selection.policy
         nodes = _inventory_for(policy, inventory)
         outcome = _OUTCOMES.evaluate(obj, location, parts, policy, mode, nodes)

@@ -14,11 +14,12 @@ from typing import Any
 
 from webhook.engine.findings import Violation
 from webhook.engine.inventory import NO_INVENTORY, MigInventory
-from webhook.engine.pod_spec import MalformedObject, PodView
+from webhook.engine.pod_spec import MalformedObject, PodParts, PodView
 from webhook.engine.share_record import ShareRecord
-from webhook.engine.workloads import Path
+from webhook.engine.workloads import Path, PodTemplateLocation
 from webhook.policy.catalogue import product_names
 from webhook.policy.model import GpuModel, Sharing
+from webhook.policy.scope import ModelsNamed
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,8 @@ def choose_model(
     """`inventory`: what the nodes say, which sizes a model the catalogue lacks in a pool that
     takes every model."""
     label = sharing.model_label
-    named = _named_models(pod, sharing, ignore_selector=owns_pin(pod, sharing, record))
+    ignore_selector = owns_pin(pod, sharing, record)
+    named = named_models(pod, label, sharing.models, ignore_selector=ignore_selector)
     if named is None:
         return _unnamed(sharing, policy_name, record, inventory)
     if not named:
@@ -52,8 +54,11 @@ def choose_model(
         return Violation(
             "model-unknown",
             f'{label}={", ".join(unknown)} is not a GPU model that policy "{policy_name}" '
-            f"knows ({_known(sharing)}): select one of those, or add it to spec.sharing.models "
-            "(written whole with its memoryMiB) or to a GPUModelCatalogue beside the policies"
+            f"knows ({_known(sharing)}): select one of those; where that model's nodes are "
+            "another pool's, the pod belongs to that pool's policy (select it there with "
+            "spec.match.models); where they are this pool's, add the model to its "
+            "spec.sharing.models (written whole with its memoryMiB) or to a GPUModelCatalogue "
+            "beside the policies"
             + (
                 "; no node labels its memory (nvidia.com/gpu.memory)" if sharing.every_model else ""
             ),
@@ -72,6 +77,17 @@ def choose_model(
         f"the pod may run on GPU models with different memory ({listed}): a share must be "
         f"measured against one, so select a single {label}",
     )
+
+
+def models_named_in(location: PodTemplateLocation, parts: PodParts) -> ModelsNamed:
+    """What a pod's parts name on a model label, as sizing reads it, for policy selection."""
+    pod = PodView(location, parts.metadata, parts.annotations, parts.spec, ())
+
+    def named(label: str, names: frozenset[str]) -> frozenset[str] | None:
+        found = named_models(pod, label, names)
+        return None if found is None else frozenset(found)
+
+    return named
 
 
 def owns_pin(pod: PodView, sharing: Sharing, record: ShareRecord) -> bool:
@@ -114,13 +130,15 @@ def _known(sharing: Sharing) -> str:
     return "known: " + product_names(sharing.models)
 
 
-def _named_models(pod: PodView, sharing: Sharing, *, ignore_selector: bool) -> set[str] | None:
-    """The models the pod may run on by its own selectors, or None when it names none."""
-    label = sharing.model_label
+def named_models(
+    pod: PodView, label: str, catalogue: Collection[str], *, ignore_selector: bool = False
+) -> set[str] | None:
+    """The models the pod may run on by its own selectors on `label`, or None when it names
+    none; `catalogue`: the values the label may take (what a NotIn leaves)."""
     selected = None if ignore_selector else pod.node_selector().get(label)
     if selected is not None and not isinstance(selected, str):
         raise MalformedObject((*pod.location.spec, "nodeSelector", label), "must be a string")
-    from_affinity = _affinity_models(pod, label, sharing.models)
+    from_affinity = _affinity_models(pod, label, catalogue)
     if selected is None:
         return from_affinity
     if from_affinity is None:

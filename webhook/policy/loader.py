@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import string
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -87,9 +87,17 @@ def load_policy_directory(directory: Path) -> tuple[Policy, ...]:
         raise PolicyLoadError(
             [PolicyProblem(str(directory), None, "(directory)", "not a directory")]
         )
+    return load_policy_files(policy_files(directory), str(directory), "(directory)")
+
+
+def load_policy_files(
+    files: Sequence[Path], where: str, what: str = "(file)"
+) -> tuple[Policy, ...]:
+    """Every policy in `files`, read as one directory holding them (their own catalogue over
+    the built-in one); `where`, `what`: how a problem of them all is told (none held)."""
     problems: list[PolicyProblem] = []
     documents: list[SourceDocument] = []
-    for path in policy_files(directory):
+    for path in files:
         try:
             documents.extend(_read_file(path))
         except PolicyLoadError as error:
@@ -107,9 +115,7 @@ def load_policy_directory(directory: Path) -> tuple[Policy, ...]:
         except PolicyLoadError as error:
             problems.extend(error.problems)
     if not policies and not problems:
-        problems.append(
-            PolicyProblem(str(directory), None, "(directory)", "holds no policy documents")
-        )
+        problems.append(PolicyProblem(where, None, what, "holds no policy documents"))
     problems.extend(_duplicate_names(policies))
     # Among the policies that did load: one run names every problem of the directory.
     problems.extend(overlap_problems(_first_of_each_name(policies)))
@@ -209,8 +215,11 @@ class _PolicyBuilder:
                 ("metadata", "name"),
                 f"{name!r} is reserved for the rules that apply where no policy matches",
             )
-        match = self._scope(spec.get("match", {}), ("spec", "match"))
-        exclude = self._scope(spec["exclude"], ("spec", "exclude")) if "exclude" in spec else None
+        label = sharing.model_label if sharing is not None else Scope.model_label
+        match = self._scope(spec.get("match", {}), ("spec", "match"), label)
+        exclude = (
+            self._scope(spec["exclude"], ("spec", "exclude"), label) if "exclude" in spec else None
+        )
         if exclude is not None and match.within(exclude):
             self.report(("spec", "exclude"), "leaves out everything spec.match selects")
         return Policy(
@@ -226,7 +235,7 @@ class _PolicyBuilder:
             exclude=exclude,
         )
 
-    def _scope(self, block: Mapping[str, Any], base: FieldPath) -> Scope:
+    def _scope(self, block: Mapping[str, Any], base: FieldPath, model_label: str) -> Scope:
         namespaces = None
         if "namespaces" in block:
             patterns: list[str] = block["namespaces"]
@@ -242,7 +251,26 @@ class _PolicyBuilder:
             namespaces=namespaces,
             namespace_selector=self._selector(block, (*base, "namespaceSelector")),
             object_selector=self._selector(block, (*base, "objectSelector")),
+            models=self._selected_models(block, base),
+            model_label=model_label,
         )
+
+    def _selected_models(self, block: Mapping[str, Any], base: FieldPath) -> frozenset[str] | None:
+        """The label values of the models a scope names: each model's product and aliases."""
+        if "models" not in block:
+            return None
+        names: set[str] = set()
+        for index, entry in enumerate(block["models"]):
+            found = self.catalogue.get(entry)
+            if found is None:
+                self.report(
+                    (*base, "models", index),
+                    f"{entry!r} is not in the GPU model catalogue ({product_names(self.catalogue)})"
+                    ": add it to a GPUModelCatalogue document beside the policies",
+                )
+                continue
+            names.update((found.product, *found.aliases))
+        return frozenset(names)
 
     def _selector(self, parent: Mapping[str, Any], path: FieldPath) -> LabelSelector | None:
         block = parent.get(str(path[-1]))

@@ -18,7 +18,7 @@ from webhook.policy.defaults import BUILT_IN_POLICY_NAME, DEFAULT_GOVERNED_RESOU
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.model import Policy
 from webhook.policy.namespace_labels import LabelLookup, NamespaceLabelSource
-from webhook.policy.scope import AdmissionTarget, Match
+from webhook.policy.scope import AdmissionTarget, Match, ModelsNamed, no_models_named
 from webhook.warning_text import one_line_warning
 
 BUILT_IN_POLICY = Policy(name=BUILT_IN_POLICY_NAME, resources=DEFAULT_GOVERNED_RESOURCES)
@@ -116,16 +116,19 @@ class PolicySet:
         namespace: str,
         object_labels: Mapping[str, str],
         namespace_labels: NamespaceLabelSource,
+        models_named: ModelsNamed | None = None,
     ) -> Selection:
-        """The policy that governs an object with `object_labels` in `namespace`. Namespace
+        """The policy that governs an object with `object_labels` in `namespace`, which names
+        the GPU models `models_named` reads (for policies that select by model). Namespace
         labels are looked up only when a candidate policy selects by them."""
-        target = AdmissionTarget(namespace, None, object_labels)
+        models = models_named or no_models_named
+        target = AdmissionTarget(namespace, None, object_labels, models)
         lookup: LabelLookup | None = None
         skipped: list[Policy] = []
         for policy in self._candidates(namespace):
             if policy.needs_namespace_labels and lookup is None:
                 lookup = namespace_labels.labels_of(namespace)
-                target = AdmissionTarget(namespace, lookup.labels, object_labels)
+                target = AdmissionTarget(namespace, lookup.labels, object_labels, models)
             verdict = policy.applies_to(target)
             if verdict is Match.YES:
                 return self._selection(policy, skipped, lookup)

@@ -3,8 +3,8 @@ globs, a namespace label selector and an object label selector, all of which mus
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 
 from webhook.policy.label_selectors import LabelSelector
@@ -17,13 +17,24 @@ class Match(Enum):
     UNKNOWN = "unknown"  # it depends on namespace labels nobody could tell us
 
 
+# The GPU models a pod names on a node label (given the names that label may take, for a
+# NotIn), or None where it names none.
+ModelsNamed = Callable[[str, frozenset[str]], frozenset[str] | None]
+
+
+def no_models_named(label: str, names: frozenset[str]) -> frozenset[str] | None:
+    return None
+
+
 @dataclass(frozen=True)
 class AdmissionTarget:
-    """What selection looks at: the namespace, its labels when known, the pod's labels."""
+    """What selection looks at: the namespace, its labels when known, the pod's labels, and
+    the GPU models the pod names (read only where a policy selects by them)."""
 
     namespace: str
     namespace_labels: Mapping[str, str] | None
     object_labels: Mapping[str, str]
+    models_named: ModelsNamed = field(default=no_models_named)
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,9 @@ class Scope:
     namespaces: NamespacePatterns | None = None
     namespace_selector: LabelSelector | None = None
     object_selector: LabelSelector | None = None
+    # The model label's values (catalogue products and their aliases) of the models matched.
+    models: frozenset[str] | None = None
+    model_label: str = "nvidia.com/gpu.product"
 
     @property
     def needs_namespace_labels(self) -> bool:
@@ -46,6 +60,10 @@ class Scope:
             target.object_labels
         ):
             return Match.NO
+        if self.models is not None:
+            named = target.models_named(self.model_label, self.models)
+            if not named or not named <= self.models:
+                return Match.NO
         if self.namespace_selector is None:
             return Match.YES
         if target.namespace_labels is None:
@@ -59,6 +77,7 @@ class Scope:
             _names_overlap(self.namespaces, other.namespaces)
             and _selectors_overlap(self.namespace_selector, other.namespace_selector)
             and _selectors_overlap(self.object_selector, other.object_selector)
+            and _models_overlap(self, other)
         )
 
     def within(self, other: Scope) -> bool:
@@ -71,7 +90,25 @@ class Scope:
             names
             and _selector_within(self.namespace_selector, other.namespace_selector)
             and _selector_within(self.object_selector, other.object_selector)
+            and _models_within(self, other)
         )
+
+
+def _models_within(inner: Scope, outer: Scope) -> bool:
+    if outer.models is None:
+        return True
+    return (
+        inner.models is not None
+        and inner.models <= outer.models
+        and inner.model_label == outer.model_label
+    )
+
+
+def _models_overlap(a: Scope, b: Scope) -> bool:
+    """Scopes on the same model label that name no model in common select apart."""
+    if a.models is None or b.models is None or a.model_label != b.model_label:
+        return True
+    return bool(a.models & b.models)
 
 
 def _names_overlap(a: NamespacePatterns | None, b: NamespacePatterns | None) -> bool:
