@@ -6,19 +6,17 @@ as a subprocess, as CI runs them; the rest call the command line in this process
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.cli_runs import Run, webhook
 from webhook import __version__
-from webhook.cli.main import main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path("tests/cli_fixtures")
@@ -35,22 +33,9 @@ spec:
 """
 
 
-@dataclass(frozen=True)
-class Run:
-    code: int
-    out: str
-    err: str
-
-
 @pytest.fixture(autouse=True)
 def at_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO_ROOT)
-
-
-def webhook(*args: str, stdin: str = "") -> Run:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(args), stdin=io.StringIO(stdin), stdout=out, stderr=err)
-    return Run(code, out.getvalue(), err.getvalue())
 
 
 def webhook_process(*args: str) -> Run:
@@ -99,6 +84,14 @@ def test_cookbook_suites_pass() -> None:
     for recipe in ("one-model", "mixed-models", "opt-in-by-label", "production-whole-only"):
         assert any(line.startswith(f"PASS {recipe}/") for line in lines), (recipe, lines)
     assert summary(run)[0] >= 13
+
+
+def test_the_pool_per_backend_example_passes_and_lints_clean() -> None:
+    run = webhook_process("test", "examples/pools")
+    assert run.code == 0, run.out + run.err
+    assert "PASS pools/team-a/quarter-of-an-h200" in run.out.splitlines()
+    linted = webhook("lint", "examples/pools")
+    assert linted.code == 0 and "2 policies OK: a100-mig, h200-hami" in linted.out
 
 
 def test_backend_example_suites_pass() -> None:
@@ -395,11 +388,15 @@ def test_review_prints_the_verdict_and_the_admitted_object() -> None:
     assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"}  # type: ignore[index]
 
 
-def test_review_json_output_is_the_same_object() -> None:
+def test_review_json_output_is_the_same_object_with_its_verdict() -> None:
     as_yaml = webhook("review", "-f", "-", stdin=QUARTER_POD)
     as_json = webhook("review", "-f", "-", "-o", "json", stdin=QUARTER_POD)
     assert as_json.code == 0
-    assert json.loads(as_json.out) == objects(as_yaml.out)[0]
+    listed = json.loads(as_json.out)
+    assert listed["items"] == [objects(as_yaml.out)[0]]
+    [verdict] = listed["verdicts"]
+    assert verdict["verdict"] == "patched" and verdict["name"] == "frac-quarter"
+    assert verdict["policy"] == "default" and verdict["source"] == "<stdin>:1"
 
 
 def test_review_diff_shows_the_change() -> None:
@@ -427,23 +424,51 @@ def test_review_of_a_denied_object_exits_1_with_the_message() -> None:
     assert "not rewritten" in run.err
 
 
-def test_review_of_several_documents_reviews_each() -> None:
+def test_review_of_several_documents_reviews_each_and_prints_none_when_one_is_denied() -> None:
     run = webhook("review", "-f", "examples/policy-tests/resources/pods.yaml")
     assert run.code == 1
-    admitted = [obj["metadata"]["name"] for obj in objects(run.out)]  # type: ignore[index]
-    assert admitted == ["frac-quarter", "whole-two", "plain-web"]
+    assert run.out == ""
     assert run.err.count("verdict: denied") == 2
+    assert run.err.count("verdict: allowed") == 3
+    assert run.err.endswith("2 objects refused: nothing is printed to apply\n")
 
 
-def test_review_of_several_documents_as_json_is_a_list() -> None:
+def test_review_diff_is_read_not_applied_so_it_shows_the_admitted_changes_beside_a_denial() -> None:
+    run = webhook("review", "-f", "examples/policy-tests/resources/pods.yaml", "--diff")
+    assert run.code == 1
+    assert "+++ examples/policy-tests/resources/pods.yaml:3 (as admitted)" in run.out
+    assert "nothing is printed to apply" not in run.err
+
+
+def test_review_of_several_documents_as_json_gives_each_verdict_in_order() -> None:
     run = webhook("review", "-f", "examples/policy-tests/resources/pods.yaml", "-o", "json")
+    assert run.code == 1
     listed = json.loads(run.out)
-    assert listed["kind"] == "List"
-    assert [item["metadata"]["name"] for item in listed["items"]] == [
-        "frac-quarter",
-        "whole-two",
-        "plain-web",
-    ]
+    assert listed["kind"] == "List" and listed["items"] == []
+    said = [(v["name"], v["verdict"]) for v in listed["verdicts"]]
+    assert [verdict for _, verdict in said].count("denied") == 2
+    assert ("frac-quarter", "patched") in said and ("plain-web", "allowed") in said
+    denied = [v for v in listed["verdicts"] if v["verdict"] == "denied"]
+    assert all(v["message"] for v in denied)
+
+
+def test_review_strict_refuses_what_audit_lets_through(tmp_path: Path) -> None:
+    """Audit lets the pod through and says it would deny it: CI with --strict fails on it
+    now, rather than the day the policy goes to Enforce."""
+    audit = (REPO_ROOT / "policies" / "default.yaml").read_text()
+    (tmp_path / "default.yaml").write_text(
+        audit.replace("spec:\n", "spec:\n  enforcement: Audit\n", 1)
+    )
+    denied = QUARTER_POD.replace('"0.25"', '"1.5"')
+    lenient = webhook("review", "-f", "-", "--policies", str(tmp_path), stdin=denied)
+    assert lenient.code == 0 and "would deny (Audit)" in lenient.err and lenient.out
+    strict = webhook("review", "-f", "-", "--policies", str(tmp_path), "--strict", stdin=denied)
+    assert strict.code == 1 and strict.out == ""
+    as_json = webhook(
+        "review", "-f", "-", "--policies", str(tmp_path), "--strict", "-o", "json", stdin=denied
+    )
+    [verdict] = json.loads(as_json.out)["verdicts"]
+    assert verdict["verdict"] == "would-deny" and "(Audit)" in verdict["message"]
 
 
 def test_review_of_an_admission_review_gives_the_servers_patched_object() -> None:
@@ -451,7 +476,7 @@ def test_review_of_an_admission_review_gives_the_servers_patched_object() -> Non
     run = webhook("review", "-f", str(scenario / "review.json"), "-o", "json")
     assert run.code == 0, run.err
     assert run.err.startswith("CREATE Pod ml/frac-quarter (")
-    assert json.loads(run.out) == json.loads((scenario / "mutated.json").read_text())
+    assert json.loads(run.out)["items"] == [json.loads((scenario / "mutated.json").read_text())]
 
 
 def test_review_writes_a_lone_surrogate_as_its_json_escape() -> None:
@@ -460,7 +485,7 @@ def test_review_writes_a_lone_surrogate_as_its_json_escape() -> None:
     run = webhook_process("review", "-f", str(scenario / "review.json"), "-o", "json")
     assert run.code == 0, run.err
     assert '"team": "\\ud800"' in run.out
-    assert json.loads(run.out) == json.loads((scenario / "mutated.json").read_text())
+    assert json.loads(run.out)["items"] == [json.loads((scenario / "mutated.json").read_text())]
 
 
 def test_review_with_namespace_labels_selects_the_labelled_policy() -> None:
@@ -615,9 +640,18 @@ def test_review_takes_a_whole_app_and_passes_the_other_kinds_through_in_order() 
     ]
 
 
-def test_review_of_an_app_with_a_denied_workload_exits_1_and_prints_the_rest() -> None:
+def test_review_of_an_app_with_a_denied_workload_exits_1_and_prints_nothing_to_apply() -> None:
+    """The documented pipe applies none of the app rather than the app without its denied
+    part: kubectl apply is given nothing, and fails."""
     denied = APP.replace('nvidia.com/gpu: "0.5"', 'nvidia.com/gpu: "1.5"')
     run = webhook("review", "-f", "-", stdin=denied)
     assert run.code == 1
-    assert [d["kind"] for d in yaml.safe_load_all(run.out)] == ["Service", "ConfigMap", "Secret"]
+    assert run.out == ""
     assert "verdict: denied" in run.err
+    listed = json.loads(webhook("review", "-f", "-", "-o", "json", stdin=denied).out)
+    assert [v["verdict"] for v in listed["verdicts"]] == [
+        "not-judged",
+        "not-judged",
+        "denied",
+        "not-judged",
+    ]

@@ -12,6 +12,9 @@ call, answered in the shapes the real API uses, over plain HTTP on 127.0.0.1.
 - `GET /api/v1/pods`, `/apis/apps/v1/deployments` and the other lists of WORKLOAD_PATHS across
   namespaces: a page of `limit` items with an opaque `metadata.continue` while more are left,
   and 410 `Expired` for a token from before a write.
+- `GET /api`, `/api/v1`, `/apis` and `/apis/{group}/{version}`: discovery (APIVersions,
+  APIGroupList, APIResourceList) of those workload lists, as the cluster serves them: a test
+  may move one to another version (`serve_at`, as v1.20 served CronJobs in batch/v1beta1).
 - `POST /api/v1/namespaces/{ns}/secrets`: 201 and the Secret, or 409 `AlreadyExists`.
 - `GET` and `PUT /api/v1/namespaces/{ns}/secrets/{name}`: a PUT whose resourceVersion is not the
   stored one gets 409 `Conflict`; one without a resourceVersion is unconditional, as for Secrets.
@@ -139,6 +142,8 @@ class FakeApiServer:
         self._namespaces: dict[str, Event] = {}
         self._nodes: dict[str, Event] = {}
         self._workloads: dict[str, list[Event]] = {path: [] for path in WORKLOAD_PATHS}
+        # The workload lists served, by path: (apiVersion, list kind).
+        self._served: dict[str, tuple[str, str]] = dict(WORKLOAD_PATHS)
         self._watched = {"namespaces": self._namespaces, "nodes": self._nodes}
         self._version = first_resource_version
         self._history: list[tuple[int, str, Event]] = []
@@ -440,7 +445,7 @@ class FakeApiServer:
             )
         elif events:
             resource, namespace = "events", events[1]
-        elif path in WORKLOAD_PATHS:
+        elif path in self._served:
             parts = path.strip("/").split("/")
             resource, group = parts[-1], "" if parts[0] == "api" else parts[1]
         else:
@@ -688,16 +693,79 @@ class FakeApiServer:
             }
 
     def add_workload(self, path: str, obj: Mapping[str, Any]) -> None:
-        """A Pod or workload for the list at `path` (one of WORKLOAD_PATHS), stored as given."""
+        """A Pod or workload for the list at `path` (one served), stored as given."""
         with self._lock:
             self._workloads[path].append(json.loads(json.dumps(dict(obj))))
+
+    def serve_at(self, path: str, moved_to: str | None) -> None:
+        """Serve the list at `path` at `moved_to` instead (another version of its group), or
+        not at all: its discovery and its list follow."""
+        with self._lock:
+            _, kind = self._served.pop(path)
+            if moved_to is not None:
+                group_version = moved_to.removeprefix("/apis/").removeprefix("/api/")
+                self._served[moved_to] = (group_version.rsplit("/", 1)[0], kind)
+                self._workloads.setdefault(moved_to, [])
+
+    def serves(self, path: str) -> bool:
+        with self._lock:
+            return path in self._served
+
+    def discovery(self, path: str) -> Event | None:
+        """The discovery document at `path`, built from the lists served; None for no such."""
+        with self._lock:
+            served = dict(self._served)
+        by_version: dict[str, list[Event]] = {}
+        for list_path, (api_version, list_kind) in served.items():
+            resource = {
+                "name": list_path.rsplit("/", 1)[1],
+                "singularName": "",
+                "namespaced": True,
+                "kind": list_kind.removesuffix("List"),
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            }
+            by_version.setdefault(api_version, []).append(resource)
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"]}
+        if path == "/apis":
+            groups: dict[str, list[str]] = {}
+            for api_version in by_version:
+                if "/" in api_version:
+                    group, version = api_version.split("/")
+                    groups.setdefault(group, []).append(version)
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": group,
+                        "versions": [
+                            {"groupVersion": f"{group}/{v}", "version": v} for v in versions
+                        ],
+                        "preferredVersion": {
+                            "groupVersion": f"{group}/{versions[0]}",
+                            "version": versions[0],
+                        },
+                    }
+                    for group, versions in groups.items()
+                ],
+            }
+        api_version = path.removeprefix("/apis/").removeprefix("/api/")
+        if api_version not in by_version:
+            return None
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": api_version,
+            "resources": by_version[api_version],
+        }
 
     def workload_page(self, path: str, query: Mapping[str, str]) -> tuple[int, Event]:
         """A page of a workload list, as the apiserver pages a LIST: `limit` items at most, and
         `metadata.continue` (opaque) with `remainingItemCount` while more are left. A token
         from another list, or from before a write, is 410 `Expired`."""
-        api_version, kind = WORKLOAD_PATHS[path]
         with self._lock:
+            api_version, kind = self._served[path]
             stored = self._workloads[path]
             version = str(self._version)
             start = 0
@@ -915,8 +983,12 @@ class _Handler(BaseHTTPRequestHandler):
         if watching not in TRUE_WORDS | FALSE_WORDS:
             self._send_json(400, status(400, "BadRequest", f"invalid watch: {watching!r}"))
             return
-        if url.path in WORKLOAD_PATHS and watching in FALSE_WORDS:
+        if api.serves(url.path) and watching in FALSE_WORDS:
             self._send_json(*api.workload_page(url.path, query))
+            return
+        found_discovery = api.discovery(url.path)
+        if found_discovery is not None:
+            self._send_json(200, found_discovery)
             return
         if url.path == NAMESPACES_PATH:
             if watching in TRUE_WORDS:

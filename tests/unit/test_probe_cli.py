@@ -56,7 +56,8 @@ def reviewed(policies: Path, limits: dict[str, str], model: str) -> dict[str, An
         "review", "-f", "-", "--policies", str(policies), "-o", "json", stdin=json.dumps(pod)
     )
     assert code == 0, err
-    return json.loads(out)
+    (admitted,) = json.loads(out)["items"]
+    return admitted
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
@@ -286,7 +287,8 @@ def test_the_job_asks_for_its_share_through_the_webhook_and_reads_it_back(
     manifest.write_text(json.dumps(job))
     code, out, err = run("review", "-f", str(manifest), "--policies", "policies", "-o", "json")
     assert code == 0, err
-    template = json.loads(out)["spec"]["template"]
+    (admitted,) = json.loads(out)["items"]
+    template = admitted["spec"]["template"]
     (probe,) = template["spec"]["containers"]
     vram = int(probe["resources"]["limits"]["example.com/vram"])
     # The pod's annotations, as the kubelet writes them into the downward-API volume.

@@ -1,26 +1,34 @@
-"""`webhook lint`: the problems the policy loader finds in a directory, one per line."""
+"""`webhook lint`: the problems the policy loader finds in a directory or a file, one per line."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from webhook.cli.errors import InputError
 from webhook.policy.frameworks import told_their_limit
+from webhook.policy.loader import POLICY_FILE_SUFFIXES, load_policy_files
 from webhook.policy.model import Framework, Sharing
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.problems import PolicyLoadError
 
 
-def run_lint(directory: Path, *, stdout: TextIO) -> int:
-    """0 when the directory loads, 1 when it has problems (each printed as file:line: field:
-    problem, the form editors and CI annotations pick up)."""
-    if not directory.is_dir():
-        why = "is not a directory" if directory.exists() else "does not exist"
-        raise InputError(f"{directory}: {why}")
-    shown = _shown(directory)
+def run_lint(path: Path, *, stdout: TextIO) -> int:
+    """0 when the directory or file loads, 1 when it has problems (each printed as file:line:
+    field: problem, the form editors and CI annotations pick up)."""
+    load: Callable[[Path], PolicySet]
+    if path.is_dir():
+        shown, load = _shown(path), PolicySet.load
+    elif path.is_file():
+        if path.suffix not in POLICY_FILE_SUFFIXES:
+            raise InputError(f"{path}: not a policy file ({', '.join(POLICY_FILE_SUFFIXES)})")
+        shown, load = str(path), load_alone
+    else:
+        why = "is neither a file nor a directory" if path.exists() else "no such file or directory"
+        raise InputError(f"{path}: {why}")
     try:
-        policy_set = PolicySet.load(directory)
+        policy_set = load(path)
     except PolicyLoadError as error:
         for problem in error.problems:
             stdout.write(f"{problem}\n")
@@ -47,6 +55,12 @@ def unenforced_notice(policy_name: str, sharing: Sharing) -> str:
         "Set hardLimit: MPS where the nodes run an MPS control daemon, or use the HAMi or MIG "
         "backend (docs/frameworks.md)"
     )
+
+
+def load_alone(file: Path) -> PolicySet:
+    """The policies of one file, as a directory holding only it would load: with its own
+    GPUModelCatalogue, if it has one, else the built-in catalogue."""
+    return PolicySet(load_policy_files([file], str(file)))
 
 
 def _listed(names: list[str]) -> str:

@@ -51,24 +51,34 @@ def main(
         return int(leaving.code or 0)
     try:
         if args.command == "lint":
-            return run_lint(args.directory, stdout=stdout)
+            return run_lint(args.path, stdout=stdout)
         if args.command == "review":
             return run_review(_review_options(args), stdin=stdin, stdout=stdout, stderr=stderr)
         if args.command == "scan":
-            scanning = ScanOptions(args.policies, args.cluster, args.output)
+            scanning = ScanOptions(args.policies, args.cluster, args.output, strict=args.strict)
             return run_scan(scanning, stdout=stdout, stderr=stderr)
         if args.command == "advertise":
             options = advertise.options_from(args)
             return advertise.run_advertise(options, stdout=stdout, stderr=stderr)
         if args.command == "probe":
             return probe.run_probe(probe.options_from(args), stdout=stdout, stderr=stderr)
-        return run_tests(args.paths, args.policies, stdout=stdout)
+        return run_tests(
+            args.paths, args.policies, stdout=stdout, output=args.output, junit=args.junit
+        )
     except InputError as error:
         for line in error.lines:
             # Indented lines continue the one before them (the problems under a heading).
             prefix = "" if line.startswith(" ") else f"{prog} {args.command}: "
             stderr.write(f"{prefix}{line}\n")
         return USAGE_ERROR
+
+
+# What review and scan exit with, alike.
+EXIT_CODES = (
+    "Exit 0 when nothing is refused; 1 when an object is denied (with --strict, also when a "
+    "Warn or Audit policy would deny it); 2 when the input, the policies or the cluster "
+    "cannot be read."
+)
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -83,26 +93,29 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
 
     lint = commands.add_parser(
         "lint",
-        help="check a policy directory",
+        help="check a policy directory or one policy file",
         description="Load a policy directory as the server would and print every problem as "
-        "file:line: field: problem. Exit 0 when it loads, 1 when it has problems.",
+        "file:line: field: problem. A file is loaded as a directory holding only it would be. "
+        "Exit 0 when it loads, 1 when it has problems.",
     )
     lint.add_argument(
-        "directory",
+        "path",
         nargs="?",
         type=Path,
         default=DEFAULT_POLICY_DIR,
-        metavar="DIR",
-        help="the policy directory (default: policies)",
+        metavar="PATH",
+        help="the policy directory, or one policy file (default: policies)",
     )
 
     review = commands.add_parser(
         "review",
         help="show what the webhook does to a manifest or an AdmissionReview",
         description="Answer the objects of a file as the webhook would: the verdict, the "
-        "governing policy and the warnings on stderr, the admitted object (or a diff) on "
-        "stdout. Manifests are reviewed as a dry-run CREATE. Exit 0 when every object is "
-        "allowed, 1 when one is denied.",
+        "governing policy and the warnings on stderr, the admitted objects (or a diff) on "
+        "stdout. Manifests are reviewed as a dry-run CREATE. When an object is refused, "
+        "nothing goes to stdout (with -o json: the verdicts, and no items), so that "
+        "`... | gpu-admission review -f - | kubectl apply -f -` applies nothing.",
+        epilog=EXIT_CODES,
     )
     review.add_argument(
         "-f",
@@ -143,11 +156,17 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--diff", action="store_true", help="print a unified diff of the object's changes"
     )
     review.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse what a Warn or Audit policy would deny under Enforce, as CI should",
+    )
+    review.add_argument(
         "-o",
         "--output",
         choices=("yaml", "json"),
         default="yaml",
-        help="how objects are printed (default: yaml)",
+        help="how objects are printed (default: yaml); json: a List with the verdict of "
+        "each object (allowed, patched, denied, would-deny, not-judged) in input order",
     )
 
     test = commands.add_parser(
@@ -155,7 +174,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="run policy test suites and scenario folders",
         description="Run every gpu-test.yaml suite and every scenario folder under the "
         "paths given; one PASS or FAIL line per case, then a summary. Exit 0 when all "
-        "pass, 1 when one fails.",
+        "pass, 1 when one fails, 2 when a suite, a scenario or its policies do not load.",
     )
     test.add_argument("paths", nargs="+", type=Path, metavar="DIR", help="where to look")
     test.add_argument(
@@ -166,15 +185,31 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="the policies of scenario folders with no policies/ folder above them "
         "(default: policies)",
     )
+    test.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text: a line per case and a summary (default); json: one document with every "
+        "case and the totals",
+    )
+    test.add_argument(
+        "--junit",
+        type=Path,
+        metavar="FILE",
+        help="also write a JUnit XML report of the cases to FILE, for CI",
+    )
     advertise.add_parser(commands, DEFAULT_POLICY_DIR)
     probe.add_parser(commands, DEFAULT_POLICY_DIR)
     scan = commands.add_parser(
         "scan",
         help="what the policies would do to a live cluster's pods and workloads",
-        description="List every Pod and workload of the cluster (read-only) and report, for "
-        "each, what the policies would do: denied (with the message), rewritten (the change "
-        "in one line) or untouched. Exit 0 when nothing would be denied, 1 when something "
-        "would, 2 when the cluster or the policies cannot be read.",
+        description="List every Pod and workload of the cluster (read-only), in the kinds "
+        "and versions its discovery serves, and report, for each, what the policies would "
+        "do: denied (with the message), would-deny (a Warn or Audit policy lets it through "
+        "today), rewritten (the change in one line) or untouched. Kinds the cluster does not "
+        "serve, or refuses to list, are named on stderr with the reason.",
+        epilog=EXIT_CODES + " A kind the cluster refuses to list makes the scan incomplete: 2.",
     )
     scan.add_argument(
         "--policies",
@@ -191,6 +226,11 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "or auto (in-cluster when in a pod, else the kubeconfig)",
     )
     scan.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    scan.add_argument(
+        "--strict",
+        action="store_true",
+        help="count what a Warn or Audit policy would deny under Enforce as denied",
+    )
     return parser
 
 
@@ -210,4 +250,5 @@ def _review_options(args: argparse.Namespace) -> ReviewOptions:
         namespace_labels=args.namespace_labels,
         output=args.output,
         diff=args.diff,
+        strict=args.strict,
     )

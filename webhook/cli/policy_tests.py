@@ -1,39 +1,53 @@
 """`webhook test`: run the policy test suites and scenario folders under some paths.
 
 Everything is loaded first, so a suite that does not parse or a policy directory that does not
-load stops the run (exit 2) before any case runs; then every case runs and gets one line.
+load stops the run (exit 2) before any case runs; then every case runs and gets one line, or,
+with `-o json`, one document at the end. A JUnit report, when asked for, is written as well.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
+from webhook.cli.case_reports import case_text, json_text, summary_text
 from webhook.cli.cases import PolicyCase
 from webhook.cli.discovery import FoundTest, discover
 from webhook.cli.errors import InputError
+from webhook.cli.junit import check_report_path, write_junit_report
 from webhook.cli.policies import load_policy_set
 from webhook.cli.runner import CaseResult, run_case
 from webhook.cli.scenario_folders import load_scenario
 from webhook.cli.suite_files import load_suite_file
 from webhook.policy.policy_set import PolicySet
 
-DETAIL_INDENT = "    "
+Output = Literal["text", "json"]
 
 
-def run_tests(paths: Sequence[Path], fallback_policies: Path, *, stdout: TextIO) -> int:
-    """0 when every case passes, 1 when one fails."""
+def run_tests(
+    paths: Sequence[Path],
+    fallback_policies: Path,
+    *,
+    stdout: TextIO,
+    output: Output = "text",
+    junit: Path | None = None,
+) -> int:
+    """0 when every case passes, 1 when one fails. `junit`: where to write a JUnit report."""
+    if junit is not None:
+        check_report_path(junit)
     cases = load_cases(paths, fallback_policies)
     policy_sets = _policy_sets(cases)
-    failed = 0
+    results: list[CaseResult] = []
     for case in cases:
-        result = run_case(case, policy_sets[case.policies])
-        failed += not result.passed
-        stdout.write(_report(result))
-        stdout.flush()
-    stdout.write(f"{len(cases) - failed} passed, {failed} failed\n")
-    return 1 if failed else 0
+        results.append(run_case(case, policy_sets[case.policies]))
+        if output == "text":
+            stdout.write(case_text(results[-1]))
+            stdout.flush()
+    stdout.write(json_text(results) if output == "json" else summary_text(results))
+    if junit is not None:
+        write_junit_report(results, junit)
+    return 0 if all(result.passed for result in results) else 1
 
 
 def load_cases(paths: Sequence[Path], fallback_policies: Path) -> list[PolicyCase]:
@@ -78,15 +92,3 @@ def _policy_sets(cases: Sequence[PolicyCase]) -> dict[Path, PolicySet]:
     if problems:
         raise InputError(problems)
     return loaded
-
-
-def _report(result: CaseResult) -> str:
-    if result.passed:
-        return f"PASS {result.case.id}\n"
-    first, *others = result.failures
-    lines = [f"FAIL {result.case.id}: {first.reason}"]
-    lines.extend(DETAIL_INDENT + detail for detail in first.details)
-    for failure in others:
-        lines.append(f"{DETAIL_INDENT}also: {failure.reason}")
-        lines.extend(DETAIL_INDENT + detail for detail in failure.details)
-    return "\n".join(lines) + "\n"

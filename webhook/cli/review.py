@@ -4,6 +4,12 @@ The verdicts go to stderr and the objects (or their diffs) to stdout, so that th
 piped or saved while the verdicts stay on the terminal. Kinds the webhook does not judge (a
 Service, a ConfigMap) pass through as they are, in their place, with a note on stderr, so that
 `kustomize build . | gpu-admission review -f - | kubectl apply -f -` works on a whole app.
+
+It fails closed: when one object is denied (with `--strict`, also one a Warn or Audit policy
+would deny), no object goes to stdout, so the pipe above applies nothing and fails, rather
+than applying the app without the denied part. `-o json` prints a List whose `verdicts` say
+what became of each object in input order, and whose `items` are empty then. A `--diff`,
+which is read and never applied, shows the changes of the objects admitted all the same.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ class ReviewOptions:
     namespace_labels: Mapping[str, str] | None = None
     output: OutputFormat = "yaml"
     diff: bool = False
+    # A would-deny under a Warn or Audit policy counts as a denial (for CI).
+    strict: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,8 @@ class _Submission:
 
 
 def run_review(options: ReviewOptions, *, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    """Reviews every object of the file: 0 when all are allowed, 1 when one is denied."""
+    """Reviews every object of the file: 0 when all are allowed, 1 when one is denied (or,
+    with `strict`, would be), and then nothing goes to stdout but the JSON verdicts."""
     policies = load_policy_set(options.policies)
     text, source = read_text(options.file, stdin)
     objects = read_objects(text, source)
@@ -64,42 +73,95 @@ def run_review(options: ReviewOptions, *, stdin: TextIO, stdout: TextIO, stderr:
         raise InputError(f"{source}: holds no objects")
     submissions = _submissions(objects, options.namespace)
     labels = _label_source(options.namespace_labels)
-    several = len(submissions) > 1
-    listed: list[Any] = []
-    printed = 0
-    exit_code = 0
+    admitted_objects: list[tuple[str, Any, Any]] = []
+    verdicts: list[dict[str, Any]] = []
     for submission in submissions:
         if submission.note:
             # A kind the webhook does not judge: emitted as written, in its place.
             _write(stderr, f"{submission.where}: {submission.note}\n")
-            original = admitted = submission.passthrough
-        else:
-            admission = admit(submission.body, policies, options.mode, labels)
-            original = admission.envelope.request.get("object")
-            admitted = _patched(original, admission.verdict.patch, submission.where)
-            _write(stderr, _report(submission.where, admission))
-            if not admission.verdict.allowed:
-                exit_code = 1
-                continue
-            if original is None:
-                continue
-        if options.diff:
-            lines = unified_diff(
-                original,
-                admitted,
-                options.output,
-                before_name=f"{submission.where} (as written)",
-                after_name=f"{submission.where} (as admitted)",
+            verdicts.append(_passed_through(submission))
+            admitted_objects.append(
+                (submission.where, submission.passthrough, submission.passthrough)
             )
-            _write(stdout, "".join(line + "\n" for line in lines))
-        elif options.output == "json" and several:
-            listed.append(admitted)
-        else:
-            _write(stdout, ("---\n" if printed else "") + dump(admitted, options.output))
-            printed += 1
-    if listed:
-        _write(stdout, dump({"apiVersion": "v1", "kind": "List", "items": listed}, "json"))
-    return exit_code
+            continue
+        admission = admit(submission.body, policies, options.mode, labels)
+        original = admission.envelope.request.get("object")
+        admitted = _patched(original, admission.verdict.patch, submission.where)
+        _write(stderr, _report(submission.where, admission))
+        verdicts.append(_verdict(submission.where, admission))
+        if admission.verdict.allowed and original is not None:
+            admitted_objects.append((submission.where, original, admitted))
+    refused = [v for v in verdicts if _refuses(v["verdict"], options.strict)]
+    if refused and not options.diff:
+        noun = "object" if len(refused) == 1 else "objects"
+        _write(stderr, f"{len(refused)} {noun} refused: nothing is printed to apply\n")
+    if options.diff:
+        # A diff is read, never applied: the admitted objects' changes are shown all the same.
+        _write(stdout, _diffs(admitted_objects, options))
+    elif options.output == "json":
+        items = [] if refused else [admitted for _, _, admitted in admitted_objects]
+        listed = {"apiVersion": "v1", "kind": "List", "items": items, "verdicts": verdicts}
+        _write(stdout, dump(listed, "json"))
+    elif not refused:
+        _write(stdout, "---\n".join(dump(obj, options.output) for _, _, obj in admitted_objects))
+    return 1 if refused else 0
+
+
+def _refuses(verdict: str, strict: bool) -> bool:
+    return verdict == "denied" or (strict and verdict == "would-deny")
+
+
+def _diffs(admitted_objects: Sequence[tuple[str, Any, Any]], options: ReviewOptions) -> str:
+    return "".join(
+        line + "\n"
+        for where, original, admitted in admitted_objects
+        for line in unified_diff(
+            original,
+            admitted,
+            options.output,
+            before_name=f"{where} (as written)",
+            after_name=f"{where} (as admitted)",
+        )
+    )
+
+
+def _passed_through(submission: _Submission) -> dict[str, Any]:
+    content = submission.passthrough
+    metadata = content.get("metadata") or {} if isinstance(content, dict) else {}
+    return {
+        "source": submission.where,
+        "kind": content.get("kind", "") if isinstance(content, dict) else "",
+        "namespace": metadata.get("namespace", ""),
+        "name": metadata.get("name", ""),
+        "verdict": "not-judged",
+        "message": submission.note,
+        "policy": "",
+        "warnings": [],
+    }
+
+
+def _verdict(where: str, admission: Admission) -> dict[str, Any]:
+    """What became of one object, for `-o json`: allowed (unchanged), patched, denied, or
+    would-deny (allowed by a Warn or Audit policy that would deny it under Enforce)."""
+    verdict = admission.verdict
+    audit = verdict.audit_annotations
+    request = admission.request
+    if not verdict.allowed:
+        said, message = "denied", verdict.message
+    elif audit.get(WOULD_DENY):
+        said, message = "would-deny", f"({audit.get(ENFORCEMENT, '')}) {audit[WOULD_DENY]}"
+    else:
+        said, message = ("patched" if verdict.patch else "allowed"), ""
+    return {
+        "source": where,
+        "kind": request.kind if request is not None else "",
+        "namespace": request.namespace if request is not None else "",
+        "name": request.name if request is not None else "",
+        "verdict": said,
+        "message": message,
+        "policy": audit.get("policy", ""),
+        "warnings": list(verdict.warnings),
+    }
 
 
 def _submissions(objects: Sequence[InputObject], namespace: str | None) -> list[_Submission]:

@@ -1,11 +1,15 @@
 """`gpu-admission scan`: what the current policies would do to every Pod and workload of a
 live cluster, read-only.
 
-It lists each kind the webhook judges in every namespace, page by page (`limit` and
-`continue`, as kubectl does), and the namespaces for their labels, then answers each object as
-a dry-run CREATE offline, as `review` does. An object is `denied` (with the message; also when
-a policy in Warn or Audit lets it through today), `rewritten` (the change in one line) or
-`untouched`. Exit 1 when something would be denied.
+It asks the cluster's discovery in which version each kind the webhook judges is served (a
+v1.20 cluster serves CronJobs in batch/v1beta1; one may serve none), lists each across
+namespaces, page by page (`limit` and `continue`, as kubectl does), and the namespaces for their
+labels, then answers each object as a dry-run CREATE offline, as `review` does. An object is
+`denied` (with the message), `would-deny` (a Warn or Audit policy lets it through today),
+`rewritten` (the change in one line) or `untouched`. A kind the cluster does not serve, or
+refuses to list, is named on stderr with the reason, and the others are scanned. Exit codes
+as `review`'s (1: something denied; with `strict`, also a would-deny), and 2 when a kind
+could not be listed: the scan is incomplete.
 """
 
 from __future__ import annotations
@@ -19,26 +23,18 @@ from typing import Any, Literal, TextIO
 from webhook.admission.decide import ENFORCEMENT, WOULD_DENY
 from webhook.cli.admit import admit, review_body
 from webhook.cli.errors import InputError
-from webhook.cli.manifests import RESOURCES, creation_review, read_manifest
+from webhook.cli.manifests import creation_review, read_manifest
 from webhook.cli.policies import load_policy_set
 from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
 from webhook.policy.namespace_labels import StaticNamespaceLabels
 from webhook.policy.policy_set import PolicySet
 
 PAGE_SIZE = 500
-# The kinds the webhook judges, as the API lists them across namespaces (all are v1 of their
-# group): (path, apiVersion, kind).
-SCANNED = tuple(
-    (
-        f"/apis/{group}/v1/{RESOURCES[kind]}" if group else f"/api/v1/{RESOURCES[kind]}",
-        f"{group}/v1" if group else "v1",
-        kind,
-    )
-    for group, kind in POD_TEMPLATE_LOCATIONS
-)
+# The kinds the webhook judges: (API group, kind).
+SCANNED_KINDS = tuple(POD_TEMPLATE_LOCATIONS)
 NAMESPACES = "/api/v1/namespaces"
 
-Result = Literal["denied", "rewritten", "untouched"]
+Result = Literal["denied", "would-deny", "rewritten", "untouched"]
 # What to do about an answer that is no list, by its HTTP status.
 _HINTS = {
     401: "; the credentials were refused: check the kubeconfig's user or token",
@@ -56,6 +52,17 @@ class ScanOptions:
     mode: str = "auto"
     output: Literal["table", "json"] = "table"
     page_size: int = PAGE_SIZE
+    # A would-deny under a Warn or Audit policy counts as denied.
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Collection:
+    """Where the cluster lists a kind across namespaces."""
+
+    path: str
+    api_version: str
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -76,21 +83,72 @@ def run_scan(options: ScanOptions, *, stdout: TextIO, stderr: TextIO) -> int:
         metadata = item.get("metadata") or {}
         labels[metadata.get("name", "")] = metadata.get("labels") or {}
     source = StaticNamespaceLabels(labels, reason="the namespace was not listed")
-    findings = [
-        _judge(item, api_version, kind, policies, source)
-        for path, api_version, kind in SCANNED
-        for item in list_all(get, path, options.page_size)
-    ]
+    collections, unserved = served_collections(get)
+    findings: list[Finding] = []
+    refused: list[str] = []
+    for collection in collections:
+        try:
+            items = list(list_all(get, collection.path, options.page_size))
+        except InputError as error:
+            refused.append(f"{collection.kind} not scanned: {'; '.join(error.lines)}")
+            continue
+        findings += [
+            _judge(item, collection.api_version, collection.kind, policies, source)
+            for item in items
+        ]
     if options.output == "json":
         stdout.write(json.dumps([asdict(finding) for finding in findings], indent=2) + "\n")
     else:
         stdout.write(_table(findings))
-    denied = sum(finding.result == "denied" for finding in findings)
+    for kind in unserved:
+        stderr.write(f"{kind} not scanned: the cluster does not serve it\n")
+    for line in refused:
+        stderr.write(line + "\n")
+    counts = {result: sum(f.result == result for f in findings) for result in _RESULTS}
     stderr.write(
-        f"{len(findings)} objects: {denied} would be denied, "
-        f"{sum(f.result == 'rewritten' for f in findings)} rewritten\n"
+        f"{len(findings)} objects: {counts['denied']} would be denied, {counts['would-deny']} "
+        f"let through by Warn or Audit that Enforce would deny, {counts['rewritten']} rewritten\n"
     )
-    return 1 if denied else 0
+    if counts["denied"] or (options.strict and counts["would-deny"]):
+        return 1
+    return 2 if refused else 0
+
+
+_RESULTS: tuple[Result, ...] = ("denied", "would-deny", "rewritten", "untouched")
+
+
+def served_collections(get: Get) -> tuple[list[Collection], list[str]]:
+    """Each kind the webhook judges, in the version of its group the cluster serves it in (the
+    group's preferred version first), and the kinds it serves in none."""
+    core = get("/api", {})
+    groups = {group.get("name", ""): group for group in get("/apis", {}).get("groups") or []}
+    served: list[Collection] = []
+    unserved: list[str] = []
+    for group, kind in SCANNED_KINDS:
+        if group:
+            found = groups.get(group) or {}
+            preferred = (found.get("preferredVersion") or {}).get("groupVersion")
+            versions = [v.get("groupVersion", "") for v in found.get("versions") or []]
+            candidates = sorted(versions, key=lambda version: version != preferred)
+        else:
+            candidates = list(core.get("versions") or [])
+        collection = _listed_in(get, candidates, kind)
+        if collection is None:
+            unserved.append(kind)
+        else:
+            served.append(collection)
+    return served, unserved
+
+
+def _listed_in(get: Get, group_versions: list[str], kind: str) -> Collection | None:
+    for group_version in group_versions:
+        prefix = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+        for resource in get(prefix, {}).get("resources") or []:
+            name = resource.get("name", "")
+            verbs = resource.get("verbs") or []
+            if resource.get("kind") == kind and "/" not in name and "list" in verbs:
+                return Collection(f"{prefix}/{name}", group_version, kind)
+    return None
 
 
 def list_all(get: Get, path: str, page_size: int = PAGE_SIZE) -> Iterator[dict[str, Any]]:
@@ -123,7 +181,7 @@ def _judge(
         return Finding(*where, "denied", policy, verdict.message)
     if WOULD_DENY in audit:
         allowed_by = f"(allowed today: {audit.get(ENFORCEMENT, '')}) "
-        return Finding(*where, "denied", policy, allowed_by + audit[WOULD_DENY])
+        return Finding(*where, "would-deny", policy, allowed_by + audit[WOULD_DENY])
     if verdict.patch:
         detail = audit.get("rewritten") or f"{len(verdict.patch)} patch operations"
         governing = next((p for p in policies.policies if p.name == policy), None)

@@ -1,8 +1,14 @@
 """JSON Schema errors as problems that name the file, the line and the field: one wording for
-policies and for the test formats alike."""
+policies and for the test formats alike.
+
+Where the schema wanted a string and YAML 1.1 read an unquoted value as something else
+(`multiGPU: Yes` as true, `product: 1080` as a number), the problem names the value as written
+and what to write: "True is not one of 'Skip', 'Sum'" would name a value nobody wrote.
+"""
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
@@ -37,7 +43,7 @@ def schema_problems(
             schema = error.schema if isinstance(error.schema, Mapping) else {}
             known = sorted(schema.get("properties", {}))
             if not known:
-                problems.append(document.problem(path, _message(error)))
+                problems.append(document.problem(path, _message(error, None)))
                 continue
             for key in sorted(set(error.instance) - set(known), key=str):
                 problems.append(
@@ -52,7 +58,8 @@ def schema_problems(
                     reported.add((*path, key))
                     problems.append(document.problem((*path, key), "is required"))
         else:
-            problems.append(document.problem(path, _message(error)))
+            written = document.typed_text.get(path)
+            problems.append(document.problem(path, _message(error, written)))
     return sorted(problems, key=lambda problem: problem.line or 0)
 
 
@@ -80,7 +87,11 @@ def _branch_errors(
             yield error
 
 
-def _message(error: jsonschema.ValidationError) -> str:
+def _message(error: jsonschema.ValidationError, written: str | None) -> str:
+    """`written`: the value's text in the file, where YAML read it as other than a string."""
+    misread = _misread(error, written) if written is not None else None
+    if misread is not None:
+        return misread
     if error.validator == "const":
         return f"must be {error.validator_value!r}, not {error.instance!r}"
     if error.validator == "enum":
@@ -99,3 +110,47 @@ def _type_name(value: Any) -> str:
     if value is None:
         return "null"
     return names.get(type(value), "object" if isinstance(value, dict) else type(value).__name__)
+
+
+def _misread(error: jsonschema.ValidationError, written: str) -> str | None:
+    """What to say of a value YAML typed where a string was wanted; None where none was."""
+    fix = _fix(error, written)
+    if fix is None:
+        return None
+    read_as = _reading(error.instance)
+    return f'{written} is read by YAML as {read_as}, not the string "{written}": {fix}'
+
+
+def _fix(error: jsonschema.ValidationError, written: str) -> str | None:
+    """What to write instead of a value YAML typed; None where the schema wants no string."""
+    quote = f'quote it ("{written}")'
+    wanted: Any = error.validator_value
+    if error.validator == "type":
+        return quote if "string" in ([wanted] if isinstance(wanted, str) else wanted) else None
+    if error.validator == "enum" and any(isinstance(choice, str) for choice in wanted):
+        choices = ", ".join(repr(choice) for choice in wanted)
+        return quote if written in wanted else f"write one of {choices}"
+    if error.validator == "const" and isinstance(wanted, str):
+        return quote if written == wanted else f"write {wanted!r}"
+    if error.validator in ("oneOf", "anyOf"):
+        # The forms that take a string (a model named rather than written whole) are the ones
+        # meant; the value's other forms fail on its type alone.
+        fixes = [
+            fix
+            for sub in error.context or ()
+            if not sub.relative_path and (fix := _fix(sub, written)) is not None
+        ]
+        return quote if quote in fixes else next(iter(fixes), None)
+    return None
+
+
+def _reading(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value}"
+    if isinstance(value, datetime.date):
+        return f"the {'timestamp' if isinstance(value, datetime.datetime) else 'date'} {value}"
+    return f"a {_type_name(value)}"

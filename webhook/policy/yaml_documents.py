@@ -1,8 +1,9 @@
-"""YAML documents with the line of every field, so that errors can point at it."""
+"""YAML documents with the line of every field, so that errors can point at it, and the text of
+the unquoted values YAML typed, so that errors can quote them as written."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -10,12 +11,22 @@ import yaml
 from webhook.field_paths import FieldPath, format_field
 from webhook.policy.problems import PolicyProblem
 
+# What YAML 1.1 reads an unquoted scalar as besides a string: `Yes`, `1080`, `1.10`,
+# `2024-01-01`. (Null is left out: an empty value is a missing one more than a misread one.)
+_TYPED_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "timestamp")
+)
+
 
 @dataclass(frozen=True)
 class SourceDocument:
+    """`typed_text`: the text as written of each unquoted value that YAML read as a boolean, a
+    number or a date (`Yes`, `1080`, `1.10`), where a message needs more than the value read."""
+
     file: str
     content: object
     lines: dict[FieldPath, int]
+    typed_text: dict[FieldPath, str] = field(default_factory=dict)
 
     def line_of(self, path: FieldPath) -> int | None:
         """The line of `path`, or of its nearest ancestor that has one."""
@@ -60,10 +71,11 @@ def _read_documents(loader_class: type[Any], text: str, file: str) -> list[Sourc
             if node is None:
                 continue
             lines: dict[FieldPath, int] = {}
-            _index_lines(node, (), lines, file)
+            typed_text: dict[FieldPath, str] = {}
+            _index_lines(node, (), lines, typed_text, file)
             content = loader.construct_document(node)
             if content is not None:
-                documents.append(SourceDocument(file, content, lines))
+                documents.append(SourceDocument(file, content, lines, typed_text))
     finally:
         loader.dispose()
     return documents
@@ -94,9 +106,18 @@ def _describe(error: yaml.MarkedYAMLError) -> str:
     return "invalid YAML: " + ", ".join(parts)
 
 
-def _index_lines(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], file: str) -> None:
+def _index_lines(
+    node: yaml.Node,
+    path: FieldPath,
+    lines: dict[FieldPath, int],
+    typed_text: dict[FieldPath, str],
+    file: str,
+) -> None:
     lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
+    # A plain scalar has no style: None from PyYAML's parser, "" from libyaml's.
+    if isinstance(node, yaml.ScalarNode) and not node.style and node.tag in _TYPED_TAGS:
+        typed_text[path] = node.value
+    elif isinstance(node, yaml.MappingNode):
         seen: set[object] = set()
         for key_node, value_node in node.value:
             if key_node.tag != "tag:yaml.org,2002:str":
@@ -119,7 +140,7 @@ def _index_lines(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], 
                     )
                 )
             seen.add(key)
-            _index_lines(value_node, (*path, key), lines, file)
+            _index_lines(value_node, (*path, key), lines, typed_text, file)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _index_lines(item, (*path, index), lines, file)
+            _index_lines(item, (*path, index), lines, typed_text, file)
