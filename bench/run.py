@@ -39,12 +39,14 @@ from bench.servers import (
     webhook_server,
 )
 from bench.stats import median, ratio
-from bench.summary import markdown, outcome_records, replace_between_markers, write
+from bench.summary import BEGIN, END, markdown, outcome_records, replace_between_markers, write
 from bench.targets import evaluate
 from webhook.cli.errors import InputError
 from webhook.cli.policies import load_policy_set
 
 DEFAULT_OUT = Path("bench/results")
+# Where --readme puts the tables; README.md links to them.
+BENCH_README = Path("bench/README.md")
 
 
 @dataclass(frozen=True)
@@ -369,7 +371,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="shorter runs, for a first look")
     parser.add_argument("--out", type=Path, default=None, help=f"default: {DEFAULT_OUT}/")
     parser.add_argument(
-        "--readme", action="store_true", help="put the summary in README.md between its markers"
+        "--readme",
+        action="store_true",
+        help=f"put the tables in {BENCH_README} between its bench markers",
     )
     return parser.parse_args(argv)
 
@@ -408,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     report.section("Written")
     report.say(f"  {json_file}\n  {md_file}")
     if args.readme:
-        _update_readme(summary)
+        update_readme(REPO_ROOT / BENCH_README, summary)
     missed = [outcome for outcome in outcomes if not outcome.passed]
     if args.check and missed:
         report.say(f"\n{len(missed)} of {len(outcomes)} targets missed")
@@ -416,13 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _update_readme(summary: str) -> None:
-    readme = REPO_ROOT / "README.md"
+def update_readme(readme: Path, summary: str) -> bool:
+    """Put the tables of a run in `readme` between its bench markers; False, leaving the file
+    as it was, when it has none."""
     updated = replace_between_markers(readme.read_text(), summary)
     if updated is None:
-        report.say(
-            "  README.md has no <!-- bench:begin --> ... <!-- bench:end --> markers: unchanged"
-        )
-        return
+        report.say(f"  {readme} has no {BEGIN} ... {END} markers: unchanged")
+        return False
     readme.write_text(updated)
     report.say(f"  {readme} (between the bench markers)")
+    return True

@@ -1,9 +1,11 @@
 """What a run leaves behind: latest.json with every figure, latest.md with the tables, and, on
-request, those tables in README.md between its bench markers."""
+request, those tables in bench/README.md between its bench markers. A missed target is named
+before the tables, with its figure, so that no reader takes a FAIL row for a result."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,8 @@ from bench.targets import Outcome
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
+# A marker counts only on a line of its own, so prose may quote it.
+_MARKER_LINE = "^{}$"
 
 
 def outcome_records(found: Iterable[Outcome]) -> list[dict[str, Any]]:
@@ -43,10 +47,11 @@ def write(out_dir: Path, figures: Mapping[str, Any], markdown_text: str) -> tupl
 def replace_between_markers(text: str, content: str) -> str | None:
     """`text` with what lies between the bench markers replaced by `content`; None when the
     markers are missing or out of order."""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
+    begin = re.search(_MARKER_LINE.format(re.escape(BEGIN)), text, re.MULTILINE)
+    end = re.search(_MARKER_LINE.format(re.escape(END)), text, re.MULTILINE)
+    if begin is None or end is None or end.start() < begin.end():
         return None
-    return f"{text[: start + len(BEGIN)]}\n{content.rstrip()}\n{text[end:]}"
+    return f"{text[: begin.end()]}\n{content.rstrip()}\n{text[end.start() :]}"
 
 
 def _table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
@@ -74,6 +79,7 @@ def markdown(figures: Mapping[str, Any]) -> str:
         + ". Floor: the same gunicorn and TLS answering every review allowed without judging it.",
         "",
     ]
+    lines += _missed(figures.get("targets", []))
     http = figures.get("http", {})
     if http:
         lines += ["Saturation, admissions/s (4 connections):", ""]
@@ -111,6 +117,28 @@ def markdown(figures: Mapping[str, Any]) -> str:
         lines += ["", "Targets (a figure from a run with errors fails):", ""]
         lines += _table(["target", "figure", "limit", "result"], rows)
     return "\n".join(lines) + "\n"
+
+
+def _missed(targets: list[Mapping[str, Any]]) -> list[str]:
+    """The targets this run missed, each with its figure and limit, said in words before any
+    table; or that every target was met."""
+    if not targets:
+        return []
+    missed = [target for target in targets if not target["passed"]]
+    if not missed:
+        return [f"All {len(targets)} targets met (the last table).", ""]
+    lines = [
+        f"**{len(missed)} of {len(targets)} targets missed** in this run (FAIL in the last table):",
+        "",
+    ]
+    for target in missed:
+        unit = target["unit"]
+        reason = f" ({target['reason']})" if target["reason"] else ""
+        lines.append(
+            f"- {target['name']}: {number(target['value'], 2)} {unit}, where the target is "
+            f"{target['comparison']} {target['limit']:,} {unit}{reason}"
+        )
+    return [*lines, ""]
 
 
 def _runs_row(name: str, found: Mapping[str, Any]) -> list[str]:

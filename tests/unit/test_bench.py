@@ -19,7 +19,7 @@ from bench.decision import answer_of
 from bench.floor_app import app as floor_app
 from bench.growth import container_growth, container_slopes
 from bench.policy_sets import write_policy_set
-from bench.run import memory_figures, spread_figures
+from bench.run import BENCH_README, memory_figures, spread_figures, update_readme
 from bench.scenarios import (
     MANY_CONTAINERS,
     Scenario,
@@ -30,8 +30,8 @@ from bench.scenarios import (
     with_containers,
 )
 from bench.stats import percentile
-from bench.summary import BEGIN, END, replace_between_markers
-from bench.targets import evaluate, lookup
+from bench.summary import BEGIN, END, markdown, outcome_records, replace_between_markers
+from bench.targets import TARGETS, evaluate, lookup
 from bench.wrk import parse_result
 from webhook.cli.admit import review_body
 from webhook.policy.namespace_labels import NoCluster
@@ -485,6 +485,92 @@ def test_readme_section_is_replaced_between_the_markers_only() -> None:
     assert updated == f"# Title\n\nBefore.\n{BEGIN}\n| new | table |\n{END}\nAfter.\n"
     assert replace_between_markers("# Title\n", "x") is None
     assert replace_between_markers(f"{END}\n{BEGIN}\n", "x") is None
+
+
+def test_a_marker_quoted_in_prose_is_not_taken_for_one() -> None:
+    text = f"Between `{BEGIN}` and `{END}`:\n{BEGIN}\nold\n{END}\n"
+    updated = replace_between_markers(text, "new")
+    assert updated == f"Between `{BEGIN}` and `{END}`:\n{BEGIN}\nnew\n{END}\n"
+
+
+def test_the_tables_go_to_the_file_named_with_its_markers_only(tmp_path: Path) -> None:
+    marked, unmarked = tmp_path / "marked.md", tmp_path / "unmarked.md"
+    marked.write_text(f"# Benchmark\n{BEGIN}\nold\n{END}\nMethod.\n")
+    unmarked.write_text("# Benchmark\n")
+    assert update_readme(marked, "| new |\n")
+    assert marked.read_text() == f"# Benchmark\n{BEGIN}\n| new |\n{END}\nMethod.\n"
+    assert not update_readme(unmarked, "| new |\n")
+    assert unmarked.read_text() == "# Benchmark\n"
+
+
+def summary_of(figures: dict[str, Any]) -> str:
+    """The summary of a run whose targets are judged on `figures`: the words and the targets
+    table (the figures' own tables need whole runs)."""
+    machine = {
+        "date": "2026-11-25T15:21:54Z",
+        "commit": "f3051f9",
+        "uncommitted_changes": False,
+        "cpu": "AMD EPYC",
+        "cpu_count": 2,
+        "python": "3.11.7",
+        "wrk": "wrk 4.1.0",
+    }
+    targets = outcome_records(evaluate(figures))
+    return markdown({"machine": machine, "settings": {"quick": False}, "targets": targets})
+
+
+def test_a_missed_target_is_named_with_its_figure_before_any_table() -> None:
+    figures = passing_figures()
+    figures["tls"]["ratio"] = 1.72
+    text = summary_of(figures)
+    missed = (
+        "- new TLS connection per request, ours ÷ per-connection-TLS baseline: "
+        "1.72 x baseline, where the target is at least 1.8 x baseline"
+    )
+    heading = f"**1 of {len(TARGETS)} targets missed** in this run (FAIL in the last table):"
+    assert f"{heading}\n\n{missed}\n" in text
+    assert text.index(missed) < text.index("|")
+    assert "| 1.72 x baseline | at least 1.8 x baseline | FAIL |" in text
+
+
+def test_a_target_missed_for_want_of_a_figure_says_why() -> None:
+    figures = passing_figures()
+    del figures["decision"]["scenarios"]["plain-pod"]
+    (line,) = [line for line in summary_of(figures).splitlines() if line.startswith("- ")]
+    assert line.startswith("- in-process decision, plain-pod median: n/a µs, where the target")
+    assert line.endswith("(decision.scenarios.plain-pod.decide_us.median was not measured)")
+
+
+def test_a_run_that_meets_every_target_says_so() -> None:
+    text = summary_of(passing_figures())
+    assert f"All {len(TARGETS)} targets met (the last table)." in text
+    assert "missed" not in text
+    assert "FAIL" not in text
+
+
+def test_the_figures_live_in_bench_readme_and_the_readme_quotes_no_failure() -> None:
+    bench_readme = (REPO / BENCH_README).read_text()
+    assert replace_between_markers(bench_readme, "x") is not None
+    readme = (REPO / "README.md").read_text()
+    assert BEGIN not in readme
+    assert END not in readme
+    assert not [line for line in readme.splitlines() if line.rstrip().endswith("FAIL |")]
+
+
+def test_every_failed_row_of_the_shipped_tables_is_named_as_missed() -> None:
+    text = (REPO / BENCH_README).read_text()
+    tables = text[text.index(BEGIN) : text.index(END)]
+    failed = [
+        line.split(" | ")[0].removeprefix("| ")
+        for line in tables.splitlines()
+        if line.startswith("| ") and " | FAIL" in line
+    ]
+    named = [
+        line.removeprefix("- ").split(": ")[0] for line in tables.splitlines() if line[:2] == "- "
+    ]
+    assert named == failed
+    if failed:
+        assert f"**{len(failed)} of " in tables
 
 
 # The floor and the baseline
