@@ -433,6 +433,19 @@ def test_review_of_several_documents_reviews_each_and_prints_none_when_one_is_de
     assert run.err.endswith("2 objects refused: nothing is printed to apply\n")
 
 
+def test_review_opens_a_list_in_a_list_as_kubectl_does() -> None:
+    """kubectl applies the items of a List inside a List: each is reviewed, never passed on."""
+    nested = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [{"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(QUARTER_POD)]}],
+    }
+    denied = json.dumps(nested).replace('"0.25"', '"1.5"')
+    run = webhook("review", "-f", "-", stdin=denied)
+    assert run.code == 1 and run.out == ""
+    assert "verdict: denied" in run.err and "passes through" not in run.err
+
+
 def test_review_diff_is_read_not_applied_so_it_shows_the_admitted_changes_beside_a_denial() -> None:
     run = webhook("review", "-f", "examples/policy-tests/resources/pods.yaml", "--diff")
     assert run.code == 1
@@ -444,7 +457,7 @@ def test_review_of_several_documents_as_json_gives_each_verdict_in_order() -> No
     run = webhook("review", "-f", "examples/policy-tests/resources/pods.yaml", "-o", "json")
     assert run.code == 1
     listed = json.loads(run.out)
-    assert listed["kind"] == "List" and listed["items"] == []
+    assert listed["kind"] == "List" and listed["items"] == [] and listed["refused"] == 2
     said = [(v["name"], v["verdict"]) for v in listed["verdicts"]]
     assert [verdict for _, verdict in said].count("denied") == 2
     assert ("frac-quarter", "patched") in said and ("plain-web", "allowed") in said

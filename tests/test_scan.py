@@ -161,7 +161,22 @@ def test_a_kind_the_cluster_refuses_to_list_is_named_and_the_rest_scanned(
     assert "Pod" in kinds and "Deployment" not in kinds
     assert "Deployment not scanned: GET /apis/apps/v1/deployments: HTTP 403" in err
     assert "ClusterRole gpu-admission-scan" in err
-    assert code == 1  # something is denied; without it, an incomplete scan is 2
+    # Incomplete, though a pod is denied: what was not listed may hold denials too.
+    assert code == 2
+
+
+def test_a_kind_served_in_two_versions_is_listed_once_in_the_preferred_one(
+    cluster: FakeApiServer,
+) -> None:
+    """Clusters of v1.21 to v1.24 serve CronJobs in batch/v1 (preferred) and batch/v1beta1."""
+    cluster.serve_at("/apis/batch/v1/cronjobs", "/apis/batch/v1beta1/cronjobs", also=True)
+    code, _, err = scan(page_size=50, output="json")
+    assert code == 1, err
+    paths = [r.path for r in cluster.requests()]
+    assert "/apis/batch/v1/cronjobs" in paths
+    assert "/apis/batch/v1beta1/cronjobs" not in paths
+    assert not [p for p in paths if p.endswith("/status")], "a subresource is not a list"
+    assert paths.count("/apis/batch/v1") == 1, "each group version is asked once"
 
 
 def test_scan_without_a_cluster_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -697,11 +697,12 @@ class FakeApiServer:
         with self._lock:
             self._workloads[path].append(json.loads(json.dumps(dict(obj))))
 
-    def serve_at(self, path: str, moved_to: str | None) -> None:
+    def serve_at(self, path: str, moved_to: str | None, *, also: bool = False) -> None:
         """Serve the list at `path` at `moved_to` instead (another version of its group), or
-        not at all: its discovery and its list follow."""
+        beside it (`also`: the first version served stays the group's preferred one), or not
+        at all: its discovery and its list follow."""
         with self._lock:
-            _, kind = self._served.pop(path)
+            _, kind = self._served[path] if also else self._served.pop(path)
             if moved_to is not None:
                 group_version = moved_to.removeprefix("/apis/").removeprefix("/api/")
                 self._served[moved_to] = (group_version.rsplit("/", 1)[0], kind)
@@ -724,7 +725,10 @@ class FakeApiServer:
                 "kind": list_kind.removesuffix("List"),
                 "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
             }
-            by_version.setdefault(api_version, []).append(resource)
+            # A subresource carries its parent's kind, and lists nothing.
+            status = {**resource, "name": f"{resource['name']}/status"}
+            status["verbs"] = ["get", "patch", "update"]
+            by_version.setdefault(api_version, []).extend([status, resource])
         if path == "/api":
             return {"kind": "APIVersions", "versions": ["v1"]}
         if path == "/apis":

@@ -79,17 +79,29 @@ def read_one_object(path: Path) -> InputObject:
     return objects[0]
 
 
-def _expand(found: InputObject, lines: dict[Any, int]) -> list[InputObject]:
+# Lists in Lists, as kubectl flattens them: deeper than this is no manifest.
+_MAX_LIST_DEPTH = 16
+
+
+def _expand(
+    found: InputObject, lines: dict[Any, int], path: tuple[Any, ...] = ()
+) -> list[InputObject]:
+    """The objects of a document: itself, or the items of a `kind: List`, Lists in it
+    opened too (kubectl applies their items, so each is reviewed)."""
     content = found.content
     if not (isinstance(content, dict) and _is_list_kind(content)):
         return [found]
     items = content.get("items")
     if not isinstance(items, list):
         raise InputError(f"{found.where}: a {content['kind']} needs a list of items")
-    return [
-        InputObject(found.source, lines.get(("items", index), found.line), item)
-        for index, item in enumerate(items)
-    ]
+    if len(path) >= 2 * _MAX_LIST_DEPTH:
+        raise InputError(f"{found.where}: Lists nested more than {_MAX_LIST_DEPTH} deep")
+    expanded: list[InputObject] = []
+    for index, item in enumerate(items):
+        item_path = (*path, "items", index)
+        line = lines.get(item_path, found.line)
+        expanded += _expand(InputObject(found.source, line, item), lines, item_path)
+    return expanded
 
 
 def _is_list_kind(content: dict[str, Any]) -> bool:

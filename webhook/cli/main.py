@@ -76,8 +76,8 @@ def main(
 # What review and scan exit with, alike.
 EXIT_CODES = (
     "Exit 0 when nothing is refused; 1 when an object is denied (with --strict, also when a "
-    "Warn or Audit policy would deny it); 2 when the input, the policies or the cluster "
-    "cannot be read."
+    "Warn or Audit policy would deny it); 2 when the input or the policies cannot be read "
+    "(for scan, also the cluster)."
 )
 
 
@@ -166,7 +166,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         choices=("yaml", "json"),
         default="yaml",
         help="how objects are printed (default: yaml); json: a List with the verdict of "
-        "each object (allowed, patched, denied, would-deny, not-judged) in input order",
+        "each object (allowed, patched, denied, would-deny, not-judged) in input order and "
+        "the count refused (with --diff: the diffs alone)",
     )
 
     test = commands.add_parser(

@@ -100,7 +100,13 @@ def run_review(options: ReviewOptions, *, stdin: TextIO, stdout: TextIO, stderr:
         _write(stdout, _diffs(admitted_objects, options))
     elif options.output == "json":
         items = [] if refused else [admitted for _, _, admitted in admitted_objects]
-        listed = {"apiVersion": "v1", "kind": "List", "items": items, "verdicts": verdicts}
+        listed = {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": items,
+            "verdicts": verdicts,
+            "refused": len(refused),
+        }
         _write(stdout, dump(listed, "json"))
     elif not refused:
         _write(stdout, "---\n".join(dump(obj, options.output) for _, _, obj in admitted_objects))

@@ -83,9 +83,8 @@ def run_scan(options: ScanOptions, *, stdout: TextIO, stderr: TextIO) -> int:
         metadata = item.get("metadata") or {}
         labels[metadata.get("name", "")] = metadata.get("labels") or {}
     source = StaticNamespaceLabels(labels, reason="the namespace was not listed")
-    collections, unserved = served_collections(get)
+    collections, unserved, refused = served_collections(get)
     findings: list[Finding] = []
-    refused: list[str] = []
     for collection in collections:
         try:
             items = list(list_all(get, collection.path, options.page_size))
@@ -109,21 +108,24 @@ def run_scan(options: ScanOptions, *, stdout: TextIO, stderr: TextIO) -> int:
         f"{len(findings)} objects: {counts['denied']} would be denied, {counts['would-deny']} "
         f"let through by Warn or Audit that Enforce would deny, {counts['rewritten']} rewritten\n"
     )
-    if counts["denied"] or (options.strict and counts["would-deny"]):
-        return 1
-    return 2 if refused else 0
+    if refused:
+        return 2  # incomplete: what was not listed may hold denials too
+    return 1 if counts["denied"] or (options.strict and counts["would-deny"]) else 0
 
 
 _RESULTS: tuple[Result, ...] = ("denied", "would-deny", "rewritten", "untouched")
 
 
-def served_collections(get: Get) -> tuple[list[Collection], list[str]]:
+def served_collections(get: Get) -> tuple[list[Collection], list[str], list[str]]:
     """Each kind the webhook judges, in the version of its group the cluster serves it in (the
-    group's preferred version first), and the kinds it serves in none."""
+    group's preferred version first); the kinds it serves in none; and, for the kinds whose
+    discovery did not answer, why."""
     core = get("/api", {})
     groups = {group.get("name", ""): group for group in get("/apis", {}).get("groups") or []}
+    resources = _Resources(get)
     served: list[Collection] = []
     unserved: list[str] = []
+    refused: list[str] = []
     for group, kind in SCANNED_KINDS:
         if group:
             found = groups.get(group) or {}
@@ -132,23 +134,38 @@ def served_collections(get: Get) -> tuple[list[Collection], list[str]]:
             candidates = sorted(versions, key=lambda version: version != preferred)
         else:
             candidates = list(core.get("versions") or [])
-        collection = _listed_in(get, candidates, kind)
+        try:
+            collection = resources.listed_in(candidates, kind)
+        except InputError as error:
+            refused.append(f"{kind} not scanned: {'; '.join(error.lines)}")
+            continue
         if collection is None:
             unserved.append(kind)
         else:
             served.append(collection)
-    return served, unserved
+    return served, unserved, refused
 
 
-def _listed_in(get: Get, group_versions: list[str], kind: str) -> Collection | None:
-    for group_version in group_versions:
-        prefix = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
-        for resource in get(prefix, {}).get("resources") or []:
-            name = resource.get("name", "")
-            verbs = resource.get("verbs") or []
-            if resource.get("kind") == kind and "/" not in name and "list" in verbs:
-                return Collection(f"{prefix}/{name}", group_version, kind)
-    return None
+class _Resources:
+    """The resources of each group version, asked once."""
+
+    def __init__(self, get: Get) -> None:
+        self._get = get
+        self._read: dict[str, list[Any]] = {}
+
+    def listed_in(self, group_versions: list[str], kind: str) -> Collection | None:
+        """Where the first of `group_versions` that lists `kind` lists it (a subresource such
+        as pods/status has the kind too, and is not it)."""
+        for group_version in group_versions:
+            prefix = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+            if prefix not in self._read:
+                self._read[prefix] = self._get(prefix, {}).get("resources") or []
+            for resource in self._read[prefix]:
+                name = resource.get("name", "")
+                verbs = resource.get("verbs") or []
+                if resource.get("kind") == kind and "/" not in name and "list" in verbs:
+                    return Collection(f"{prefix}/{name}", group_version, kind)
+        return None
 
 
 def list_all(get: Get, path: str, page_size: int = PAGE_SIZE) -> Iterator[dict[str, Any]]:

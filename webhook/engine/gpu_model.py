@@ -79,12 +79,21 @@ def choose_model(
     )
 
 
+# What a NotIn leaves besides the models a policy names: any other model, which no policy
+# names (no label value has these characters), so such a pod is never taken for one pool's.
+ANY_OTHER_MODEL = "<any other model>"
+
+
 def models_named_in(location: PodTemplateLocation, parts: PodParts) -> ModelsNamed:
-    """What a pod's parts name on a model label, as sizing reads it, for policy selection."""
+    """What a pod's parts name on a model label, as sizing reads it (the webhook's own pin
+    left out), for policy selection."""
     pod = PodView(location, parts.metadata, parts.annotations, parts.spec, ())
+    record = ShareRecord.read(parts.annotations)
 
     def named(label: str, names: frozenset[str]) -> frozenset[str] | None:
-        found = named_models(pod, label, names)
+        pinned = record.pinned and record.model is not None
+        ours = pinned and pod.node_selector().get(label) == record.model
+        found = named_models(pod, label, names | {ANY_OTHER_MODEL}, ignore_selector=ours)
         return None if found is None else frozenset(found)
 
     return named

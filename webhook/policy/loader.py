@@ -217,6 +217,14 @@ class _PolicyBuilder:
             )
         label = sharing.model_label if sharing is not None else Scope.model_label
         match = self._scope(spec.get("match", {}), ("spec", "match"), label)
+        if sharing is not None and match.models is not None and not sharing.every_model:
+            for index, entry in enumerate(spec["match"]["models"]):
+                if entry in self.catalogue and entry not in sharing.models:
+                    self.report(
+                        ("spec", "match", "models", index),
+                        f"{entry!r} is selected here, but spec.sharing.models cannot size it: "
+                        "every share of it would be refused; list it in spec.sharing.models too",
+                    )
         exclude = (
             self._scope(spec["exclude"], ("spec", "exclude"), label) if "exclude" in spec else None
         )
