@@ -3,12 +3,20 @@ files that exist, it calls the tool one way, and `make help` names every target.
 
 from __future__ import annotations
 
+import base64
+import io
+import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from webhook.cli.admit import admit
+from webhook.cli.main import main
+from webhook.cli.policies import load_policy_set
+from webhook.policy.namespace_labels import StaticNamespaceLabels
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 README = REPO_ROOT / "README.md"
@@ -79,3 +87,32 @@ def test_make_help_names_every_target_with_a_line() -> None:
     listed = dict(line.split(None, 2)[1:] for line in shown.splitlines())
     assert set(listed) == phony
     assert all(listed.values())
+
+
+def _block_after(marker: str) -> list[str]:
+    """The lines of the first code block after `marker` in README.md, unindented."""
+    text = README.read_text().split(marker, 1)[1]
+    block = CODE_BLOCK.search(text)
+    assert block is not None, marker
+    return [line.strip() for line in block.group(0).splitlines()[1:-1]]
+
+
+def test_the_walks_decoded_patch_is_the_servers_answer() -> None:
+    """Step 2 shows the patch the curl command prints: the server's own, operation by operation."""
+    body = (REPO_ROOT / "examples" / "review-fractional-pod.json").read_bytes()
+    labels = StaticNamespaceLabels(reason="none")
+    verdict = admit(body, load_policy_set(REPO_ROOT / "policies"), "mutate", labels).verdict
+    encoded = verdict.response_members()["patch"]  # as the server puts it in its answer
+    answered = [json.dumps(op) for op in json.loads(base64.b64decode(encoded))]
+    assert _block_after("2. **Send a review.**") == answered
+
+
+def test_the_walks_review_shows_what_review_prints() -> None:
+    """Step 3's verdict lines are the command's own stderr."""
+    shown = _block_after("3. **Review manifests without a server.**")
+    assert shown[0] == "$ gpu-admission review -f examples/policies/pods.yaml"
+    err = io.StringIO()
+    main(["review", "-f", "examples/policies/pods.yaml"], stdout=io.StringIO(), stderr=err)
+    printed = [line.strip() for line in err.getvalue().splitlines()]
+    said = shown[1 : shown.index("apiVersion: v1")]
+    assert printed[: len(said)] == said
