@@ -34,19 +34,19 @@ def test_an_envelope_of_any_shape_gets_a_400_or_an_answer(case: Case) -> None:
     judged(case)
 
 
-@ci(400)
+@ci(250)
 @given(family_cases("request"))
 def test_a_request_of_any_shape_gets_a_well_formed_answer(case: Case) -> None:
     judged(case)
 
 
-@ci(1000)
+@ci(400)
 @given(family_cases("workload"))
 def test_pods_and_workloads_get_patches_that_apply_and_obey_the_apiserver(case: Case) -> None:
     judged(case)
 
 
-@ci(400)
+@ci(250)
 @given(family_cases("sibling"))
 def test_a_review_judged_after_its_sibling_gets_the_same_care(case: Case) -> None:
     judged(case)
