@@ -4,7 +4,7 @@ interval, serving a plain policy directory that is edited over and over at a ste
 The edits go round three kinds: a good edit (a new default card, so each good set gives the
 example pod a VRAM amount of its own), written in place at once or renamed into place; a
 broken edit (a schema error, a YAML syntax error, a file cut mid-line), written in place; and a
-half-written edit, a good one written in place in five pieces with a 0.2 s pause after each.
+half-written edit, a good one written in place in eight pieces with a 0.2 s pause after each.
 No review may fail, every answer must be one a good set gives (never one of a broken or an
 unfinished file), and every worker must serve each good edit within 2 s of it. `make soak`
 runs it with the issue's hundred edits (RELOAD_EDITS=100); here there are fewer.
@@ -38,8 +38,9 @@ EDITS = int(os.environ.get("RELOAD_EDITS", "9"))
 REVIEWS_PER_SECOND = float(os.environ.get("RELOAD_RATE", "500"))
 CONVERGE_BOUND_SECONDS = 2.0
 # Each pause is shorter than the half second a file must keep still to be read; together they
-# span most of the default reload interval (1 s), so the workers look at unfinished files.
-PARTS = 5
+# span more than the default reload interval (1 s), so every worker's poll meets a file still
+# being written at least once per slow edit, however the polls fall.
+PARTS = 8
 WRITER_PAUSE_SECONDS = 0.2
 DEADLINE_SECONDS = 10
 RANDOM_SEED = int(os.environ.get("RELOAD_SEED", str(random.randrange(2**32))))
