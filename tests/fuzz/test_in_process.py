@@ -40,7 +40,7 @@ def test_a_request_of_any_shape_gets_a_well_formed_answer(case: Case) -> None:
     judged(case)
 
 
-@ci(400)
+@ci(300)
 @given(family_cases("workload"))
 def test_pods_and_workloads_get_patches_that_apply_and_obey_the_apiserver(case: Case) -> None:
     judged(case)
