@@ -88,9 +88,10 @@ def models_named_in(location: PodTemplateLocation, parts: PodParts) -> ModelsNam
     """What a pod's parts name on a model label, as sizing reads it (the webhook's own pin
     left out), for policy selection."""
     pod = PodView(location, parts.metadata, parts.annotations, parts.spec, ())
-    record = ShareRecord.read(parts.annotations)
 
     def named(label: str, names: frozenset[str]) -> frozenset[str] | None:
+        # Read here, not for every pod: only a policy that selects by model asks.
+        record = ShareRecord.read(parts.annotations)
         pinned = record.pinned and record.model is not None
         ours = pinned and pod.node_selector().get(label) == record.model
         found = named_models(pod, label, names | {ANY_OTHER_MODEL}, ignore_selector=ours)
