@@ -112,7 +112,8 @@ def timed_reviews(server: WebhookServer) -> list[float]:
 
 
 def p99(waits: list[float]) -> float:
-    return statistics.quantiles(waits, n=100)[98]
+    # Inclusive: of 48 drips the exclusive method puts the 99th percentile past the largest.
+    return statistics.quantiles(waits, n=100, method="inclusive")[98]
 
 
 def test_a_crowd_of_idle_and_half_sent_connections_does_not_slow_a_kept_alive_client(

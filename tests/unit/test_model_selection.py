@@ -146,3 +146,17 @@ def test_a_model_selected_that_the_pool_cannot_size_is_refused(tmp_path: Path) -
     (tmp_path / "a.yaml").write_text(policy)
     with pytest.raises(PolicyLoadError, match=r"spec\.sharing\.models cannot size it"):
         load_policy_directory(tmp_path)
+
+
+def test_a_model_excluded_leaves_the_pods_asking_for_it_to_the_other_policies(
+    tmp_path: Path,
+) -> None:
+    """Selection reads a pod's model where only an exclusion names models, too."""
+    (tmp_path / "everyone.yaml").write_text(
+        CATCH_ALL + "  exclude:\n    models: [NVIDIA-H200]\n"
+    )
+    policies = PolicySet.load(tmp_path)
+    assert policies.selects_by_model
+    h200 = pod({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"}})
+    assert governing(policies, h200) == "built-in"
+    assert governing(policies, pod({})) == "everyone"

@@ -76,7 +76,7 @@ def decide(
             # Before selection: a pod without GPUs never waits on a namespace label lookup.
             return Verdict.allow()
         labels = labels_in(parts.metadata, location)
-        models = models_named_in(location, parts)
+        models = models_named_in(location, parts) if policies.selects_by_model else None
         selection = policies.select(
             request.namespace, labels, namespace_labels or _NO_CLUSTER, models
         )

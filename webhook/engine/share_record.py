@@ -42,9 +42,10 @@ class ContainerShare:
     merged: Mapping[str, str] = field(default_factory=dict)
     # The share in MiB, beside `given`: read back whatever unit the policy has since.
     mib: str = ""
-    # What a hard limit holds the container to where it is not the share (KAI's isolator).
+    # Written for whoever audits the pod, and read back by no pass (the spec says them): what
+    # a hard limit holds the container to where it is not the share (KAI's isolator), and the
+    # cards the share is on, each with `vram` of its own (HAMi), where more than one.
     limit_mib: str = ""
-    # The cards the share is on, each with `vram` of its own (HAMi), where more than one.
     cards: int = 1
 
 
@@ -84,8 +85,6 @@ class ShareRecord:
                         given=_string_map(entry.get("given", {})),
                         merged=_string_map(entry.get("merged", {})),
                         mib=str(entry.get("mib", "")),
-                        limit_mib=str(entry.get("limitMiB", "")),
-                        cards=_card_count(entry.get("cards", 1)),
                     )
                     for name, entry in data["containers"].items()
                 },
@@ -151,12 +150,6 @@ def _container_entry(share: ContainerShare) -> dict[str, Any]:
     if share.cards != 1:
         entry["cards"] = share.cards
     return entry
-
-
-def _card_count(value: object) -> int:
-    if type(value) is not int or value < 1:
-        raise TypeError("cards must be a positive whole number")
-    return value
 
 
 def _toleration(value: object) -> Mapping[str, Any]:

@@ -78,6 +78,8 @@ class PolicySet:
     _rank: Mapping[int, int] = field(init=False, repr=False, compare=False)
     # Whether any policy here selects namespaces by label, so that labels must be looked up.
     needs_namespace_labels: bool = field(init=False, repr=False, compare=False)
+    # Whether a policy selects by GPU model: only then is a pod's model read for selection.
+    selects_by_model: bool = field(init=False, repr=False, compare=False)
     # Whether a policy's backend reads the cluster's nodes (MIG: the profiles they advertise).
     reads_nodes: bool = field(init=False, repr=False, compare=False)
     _candidates_memo: BoundedMemo[str, tuple[Policy, ...]] = field(
@@ -103,6 +105,13 @@ class PolicySet:
         object.__setattr__(self, "_broad", tuple(broad))
         needs_labels = any(policy.needs_namespace_labels for policy in self.policies)
         object.__setattr__(self, "needs_namespace_labels", needs_labels)
+        by_model = any(
+            scope.models is not None
+            for policy in self.policies
+            for scope in (policy.match, policy.exclude)
+            if scope is not None
+        )
+        object.__setattr__(self, "selects_by_model", by_model)
         reads_nodes = any(p.sharing is not None and p.sharing.reads_nodes for p in self.policies)
         object.__setattr__(self, "reads_nodes", reads_nodes)
         object.__setattr__(self, "_candidates_memo", BoundedMemo(CANDIDATES_MEMO_ENTRIES))

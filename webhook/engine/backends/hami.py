@@ -245,9 +245,3 @@ def _whole_percent(container: Container, name: str) -> list[Violation]:
             )
             break
     return found
-
-
-def _nearest_percent(amount: Fraction | None) -> int:
-    """The whole percent to suggest for a value that is none: the nearest one below, or 50
-    for a value that says no number at all."""
-    return 50 if amount is None else max(0, min(100, int(amount)))
