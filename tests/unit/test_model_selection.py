@@ -152,9 +152,7 @@ def test_a_model_excluded_leaves_the_pods_asking_for_it_to_the_other_policies(
     tmp_path: Path,
 ) -> None:
     """Selection reads a pod's model where only an exclusion names models, too."""
-    (tmp_path / "everyone.yaml").write_text(
-        CATCH_ALL + "  exclude:\n    models: [NVIDIA-H200]\n"
-    )
+    (tmp_path / "everyone.yaml").write_text(CATCH_ALL + "  exclude:\n    models: [NVIDIA-H200]\n")
     policies = PolicySet.load(tmp_path)
     assert policies.selects_by_model
     h200 = pod({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"}})
