@@ -21,6 +21,9 @@ call, answered in the shapes the real API uses, over plain HTTP on 127.0.0.1.
 - `GET` and `PATCH /apis/admissionregistration.k8s.io/v1/{mutating,validating}webhookconfigurations/
   {name}`: a PATCH must be `application/json-patch+json` (anything else is 415 here) and is
   applied with `jsonpatch`; a patch that does not apply (a failed `test`) is 422 `Invalid`.
+- `/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates[/{name}]`: POST (201, or 409
+  `AlreadyExists`), GET, a merge PATCH, and a DELETE whose `preconditions.resourceVersion` must be
+  the stored one (409 `Conflict`); the list, across namespaces too, by a `key=value` labelSelector.
 
 Every request is recorded with its method, path, query, content type and decoded body. A write
 moves the resourceVersion only when it changes the object, as an apiserver skips no-op writes.
@@ -71,6 +74,12 @@ LEASES_PATH = re.compile(
     rf"^/apis/{re.escape(COORDINATION_GROUP)}/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$"
 )
 EVENTS_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
+RESOURCE_GROUP = "resource.k8s.io"
+CLAIM_TEMPLATES_PATH = re.compile(
+    rf"^/apis/{re.escape(RESOURCE_GROUP)}/v1/(?:namespaces/([^/]+)/)?resourceclaimtemplates"
+    r"(?:/([^/]+))?$"
+)
+MERGE_PATCH = "application/merge-patch+json"
 # The workloads listed across namespaces, as `scan` reads them: path -> (apiVersion, list kind).
 WORKLOAD_PATHS = {
     "/api/v1/pods": ("v1", "PodList"),
@@ -156,6 +165,7 @@ class FakeApiServer:
         self._secrets: dict[tuple[str, str], Event] = {}
         self._webhook_configurations: dict[tuple[str, str], Event] = {}
         self._leases: dict[tuple[str, str], Event] = {}
+        self._claim_templates: dict[tuple[str, str], Event] = {}
         self._events: list[Event] = []
         self._forbidden: set[tuple[str, str]] = set()
         self._hooks: list[tuple[str, str, Callable[[], object]]] = []
@@ -388,6 +398,16 @@ class FakeApiServer:
         with self._lock:
             return _copy(self._secrets.get((namespace, name)))
 
+    def claim_templates(self) -> dict[tuple[str, str], Event]:
+        """The ResourceClaimTemplates stored, by namespace and name."""
+        with self._lock:
+            return {key: _copy(obj) for key, obj in self._claim_templates.items()}
+
+    def put_claim_template(self, namespace: str, template: Mapping[str, Any]) -> Event:
+        with self._lock:
+            key = (namespace, template["metadata"]["name"])
+            return self._store(self._claim_templates, key, dict(template), namespace, typed=False)
+
     def add_webhook_configuration(
         self, kind: str, name: str, webhooks: list[Mapping[str, Any]]
     ) -> Event:
@@ -445,6 +465,9 @@ class FakeApiServer:
             )
         elif events:
             resource, namespace = "events", events[1]
+        elif templates := CLAIM_TEMPLATES_PATH.match(path):
+            resource, namespace, name = "resourceclaimtemplates", templates[1], templates[2] or ""
+            group = RESOURCE_GROUP
         elif path in self._served:
             parts = path.strip("/").split("/")
             resource, group = parts[-1], "" if parts[0] == "api" else parts[1]
@@ -562,6 +585,73 @@ class FakeApiServer:
             self._events.append(event)
             return 201, _copy(event)
 
+    def claim_template_request(
+        self,
+        method: str,
+        namespace: str | None,
+        name: str | None,
+        query: Mapping[str, str],
+        content_type: str | None,
+        body: Any,
+    ) -> tuple[int, Event]:
+        """ResourceClaimTemplates: create (201, or 409 AlreadyExists), a merge PATCH of one,
+        a list across namespaces or in one (`labelSelector` key=value), and a DELETE whose
+        `preconditions.resourceVersion` must be the stored one (409 Conflict)."""
+        resource = "resourceclaimtemplates"
+        with self._lock:
+            if method == "POST" and namespace and name is None:
+                problem = _unusable_object(body, namespace)
+                if problem is not None:
+                    return problem
+                key = (namespace, body["metadata"]["name"])
+                if key in self._claim_templates:
+                    message = f'{resource}.{RESOURCE_GROUP} "{key[1]}" already exists'
+                    return 409, status(409, "AlreadyExists", message, {"name": key[1]})
+                return 201, self._store(self._claim_templates, key, body, namespace, typed=False)
+            if method == "GET" and name is None:
+                return 200, self._claim_template_list(namespace, query.get("labelSelector", ""))
+            current = self._claim_templates.get((namespace or "", name or ""))
+            if namespace is None or name is None or method not in ("GET", "PATCH", "DELETE"):
+                return _method_not_allowed()
+            if current is None:
+                return 404, _not_found(resource, RESOURCE_GROUP, name)
+            if method == "GET":
+                return 200, _copy(current)
+            if method == "PATCH":
+                if content_type != MERGE_PATCH or not isinstance(body, dict):
+                    return 415, status(415, "UnsupportedMediaType", f"want {MERGE_PATCH}")
+                patched = _merge(_copy(current), body)
+                return 200, self._store(
+                    self._claim_templates, (namespace, name), patched, namespace, typed=False
+                )
+            wanted = ((body or {}).get("preconditions") or {}).get("resourceVersion")
+            if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+                message = (
+                    f'Operation cannot be fulfilled on {resource}.{RESOURCE_GROUP} "{name}": '
+                    "the ResourceVersion in the precondition does not match"
+                )
+                return 409, status(409, "Conflict", message, {"name": name})
+            del self._claim_templates[(namespace, name)]
+            self._version += 1
+            return 200, status(200, "", "")
+
+    def _claim_template_list(self, namespace: str | None, selector: str) -> Event:
+        key, _, value = selector.partition("=")
+        items = []
+        for (where, _name), obj in sorted(self._claim_templates.items()):
+            labels = obj["metadata"].get("labels") or {}
+            if namespace not in (None, where) or (key and labels.get(key) != value):
+                continue
+            item = _copy(obj)
+            del item["kind"], item["apiVersion"]
+            items.append(item)
+        return {
+            "kind": "ResourceClaimTemplateList",
+            "apiVersion": f"{RESOURCE_GROUP}/v1",
+            "metadata": {"resourceVersion": str(self._version)},
+            "items": items,
+        }
+
     def read_secret(self, namespace: str, name: str) -> tuple[int, Event]:
         with self._lock:
             found = self._secrets.get((namespace, name))
@@ -649,15 +739,19 @@ class FakeApiServer:
         key: tuple[str, str],
         body: Event,
         namespace: str | None,
+        *,
+        typed: bool = True,
     ) -> Event:
         """Keep `body` under `key` with the metadata the apiserver owns; a body equal to the
-        stored object changes nothing, not even the resourceVersion."""
+        stored object changes nothing, not even the resourceVersion. `typed`: a Secret, which
+        gets its default type."""
         body = _copy(body)
         metadata = body.setdefault("metadata", {})
         metadata.pop("managedFields", None)
         if namespace is not None:
             metadata["namespace"] = namespace
-            body.setdefault("type", "Opaque")
+            if typed:
+                body.setdefault("type", "Opaque")
         current = objects.get(key)
         if current is not None:
             for field in ("uid", "creationTimestamp", "resourceVersion"):
@@ -906,6 +1000,19 @@ def _unusable_object(body: Any, namespace: str) -> tuple[int, Event] | None:
     return None
 
 
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: null removes a member, objects merge, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge(merged.get(key), value)
+    return merged
+
+
 def _namespace_labels(name: str, labels: Mapping[str, str]) -> dict[str, str]:
     # The API sets this label on every namespace; Go encodes map keys sorted.
     return dict(sorted({**labels, NAME_LABEL: name}.items()))
@@ -946,6 +1053,9 @@ class _Httpd(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as Go's net/http sets it: the headers and the body go out as two writes, and
+    # Nagle's algorithm would hold the body until the client's delayed ACK, 40 ms a request.
+    disable_nagle_algorithm = True
     server: _Httpd
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -971,6 +1081,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(403, denied)
             return
         if self._serve_node_side(url.path, query, content_type, body):
+            return
+        templates = CLAIM_TEMPLATES_PATH.match(url.path)
+        if templates:
+            api.run_hooks(self.command, url.path)
+            self._send_json(
+                *api.claim_template_request(
+                    self.command, templates[1], templates[2], query, content_type, body
+                )
+            )
             return
         if secrets or webhooks:
             api.run_hooks(self.command, url.path)

@@ -136,9 +136,12 @@ def _allowing_verdict(outcome: PodOutcome, policy: Policy, warnings: tuple[str, 
     if outcome.rewritten:
         audit["rewritten"] = outcome.rewritten
         audit["model"] = outcome.model
+    companions = outcome.companions
     if outcome.operations:
-        return Verdict.patched(outcome.operations, warnings=warnings, audit=audit)
-    return Verdict.allow(warnings=warnings, audit=audit)
+        return Verdict.patched(
+            outcome.operations, warnings=warnings, audit=audit, companions=companions
+        )
+    return Verdict.allow(warnings=warnings, audit=audit, companions=companions)
 
 
 def _with_policy_named(

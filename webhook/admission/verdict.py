@@ -24,13 +24,22 @@ class Verdict:
     patch: Sequence[Mapping[str, Any]] = ()
     warnings: Sequence[str] = ()
     audit_annotations: Mapping[str, str] = field(default_factory=dict)
+    # Objects the admitted object needs in its namespace (ResourceClaimTemplates), which the
+    # server makes before it answers: never part of the answer itself.
+    companions: Sequence[Mapping[str, Any]] = ()
     _members_json: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
-    def allow(cls, *, warnings: Sequence[str] = (), audit: Mapping[str, str] = _EMPTY) -> Verdict:
-        if not warnings and not audit:
+    def allow(
+        cls,
+        *,
+        warnings: Sequence[str] = (),
+        audit: Mapping[str, str] = _EMPTY,
+        companions: Sequence[Mapping[str, Any]] = (),
+    ) -> Verdict:
+        if not warnings and not audit and not companions:
             return _ALLOWED
-        return cls(True, warnings=tuple(warnings), audit_annotations=audit)
+        return cls(True, warnings=tuple(warnings), audit_annotations=audit, companions=companions)
 
     @classmethod
     def patched(
@@ -39,9 +48,14 @@ class Verdict:
         *,
         warnings: Sequence[str] = (),
         audit: Mapping[str, str] = _EMPTY,
+        companions: Sequence[Mapping[str, Any]] = (),
     ) -> Verdict:
         return cls(
-            True, patch=JsonPatch.of(patch), warnings=tuple(warnings), audit_annotations=audit
+            True,
+            patch=JsonPatch.of(patch),
+            warnings=tuple(warnings),
+            audit_annotations=audit,
+            companions=companions,
         )
 
     @classmethod

@@ -9,7 +9,7 @@ from typing import TextIO
 from webhook.cli.errors import InputError
 from webhook.policy.frameworks import told_their_limit
 from webhook.policy.loader import POLICY_FILE_SUFFIXES, load_policy_files
-from webhook.policy.model import Framework, Sharing
+from webhook.policy.model import Backend, Framework, Sharing
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.problems import PolicyLoadError
 
@@ -49,11 +49,16 @@ def unenforced_notice(policy_name: str, sharing: Sharing) -> str:
     told = told_their_limit(sharing)
     left = [framework.value for framework in Framework if framework.value not in told]
     said = f"{_listed(told)} told their limit, " if told else "no framework is told one, "
+    if sharing.backend is Backend.DRA:
+        # NVIDIA's driver refuses MPS beside consumable shares (dra_settings.py).
+        advice = "Use HAMi's DRA driver with hardLimit: HAMiCore, or a MIG alternative"
+    else:
+        advice = "Set hardLimit: MPS where the nodes run an MPS control daemon, or use the HAMi"
+        advice += " or MIG backend"
     return (
         f'policy "{policy_name}" does not enforce its shares (hardLimit: None): nothing on its '
         f"nodes stops a process from taking more than its share; {said}{_listed(left)} not. "
-        "Set hardLimit: MPS where the nodes run an MPS control daemon, or use the HAMi or MIG "
-        "backend (docs/frameworks.md)"
+        f"{advice} (docs/frameworks.md)"
     )
 
 

@@ -46,10 +46,11 @@ def unified_diff(
     after_name: str,
     sort_keys: bool = False,
 ) -> list[str]:
-    """The lines of a unified diff between two objects, empty when they are equal."""
+    """The lines of a unified diff between two objects, empty when they are equal; `before`
+    None: an object made anew, every line of it added."""
     return list(
         difflib.unified_diff(
-            dump(before, output, sort_keys=sort_keys).splitlines(),
+            [] if before is None else dump(before, output, sort_keys=sort_keys).splitlines(),
             dump(after, output, sort_keys=sort_keys).splitlines(),
             before_name,
             after_name,

@@ -75,6 +75,9 @@ def run_review(options: ReviewOptions, *, stdin: TextIO, stdout: TextIO, stderr:
     labels = _label_source(options.namespace_labels)
     admitted_objects: list[tuple[str, Any, Any]] = []
     verdicts: list[dict[str, Any]] = []
+    # The companions already printed, by namespace and name: each goes out once, before the
+    # first object that needs it.
+    made: set[tuple[str, str]] = set()
     for submission in submissions:
         if submission.note:
             # A kind the webhook does not judge: emitted as written, in its place.
@@ -90,6 +93,8 @@ def run_review(options: ReviewOptions, *, stdin: TextIO, stdout: TextIO, stderr:
         _write(stderr, _report(submission.where, admission))
         verdicts.append(_verdict(submission.where, admission))
         if admission.verdict.allowed and original is not None:
+            for companion in _new_companions(admission, made):
+                admitted_objects.append((submission.where, None, companion))
             admitted_objects.append((submission.where, original, admitted))
     refused = [v for v in verdicts if _refuses(v["verdict"], options.strict)]
     if refused and not options.diff:
@@ -113,6 +118,24 @@ def run_review(options: ReviewOptions, *, stdin: TextIO, stdout: TextIO, stderr:
     return 1 if refused else 0
 
 
+def _new_companions(admission: Admission, made: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The objects this admitted object needs in its namespace that were not printed yet (a
+    DRA share's ResourceClaimTemplate), in that namespace: the server makes them itself."""
+    request = admission.request
+    namespace = request.namespace if request is not None else ""
+    found = []
+    for companion in admission.verdict.companions:
+        name = companion["metadata"]["name"]
+        if (namespace, name) in made:
+            continue
+        made.add((namespace, name))
+        metadata = dict(companion["metadata"])
+        if namespace:
+            metadata = {"name": name, "namespace": namespace, **metadata}
+        found.append({**companion, "metadata": metadata})
+    return found
+
+
 def _refuses(verdict: str, strict: bool) -> bool:
     return verdict == "denied" or (strict and verdict == "would-deny")
 
@@ -125,10 +148,17 @@ def _diffs(admitted_objects: Sequence[tuple[str, Any, Any]], options: ReviewOpti
             original,
             admitted,
             options.output,
-            before_name=f"{where} (as written)",
-            after_name=f"{where} (as admitted)",
+            before_name=f"{where} (as written)" if original is not None else "/dev/null",
+            after_name=f"{where} (as admitted)" if original is not None else _named(admitted),
         )
     )
+
+
+def _named(companion: Mapping[str, Any]) -> str:
+    metadata = companion["metadata"]
+    namespace = metadata.get("namespace")
+    name = f"{namespace}/{metadata['name']}" if namespace else metadata["name"]
+    return f"{companion['kind']} {name} (made beside it)"
 
 
 def _passed_through(submission: _Submission) -> dict[str, Any]:
@@ -143,6 +173,7 @@ def _passed_through(submission: _Submission) -> dict[str, Any]:
         "message": submission.note,
         "policy": "",
         "warnings": [],
+        "needs": [],
     }
 
 
@@ -167,6 +198,10 @@ def _verdict(where: str, admission: Admission) -> dict[str, Any]:
         "message": message,
         "policy": audit.get("policy", ""),
         "warnings": list(verdict.warnings),
+        "needs": [
+            f"{companion['kind']} {companion['metadata']['name']}"
+            for companion in verdict.companions
+        ],
     }
 
 
@@ -244,6 +279,9 @@ def _report(where: str, admission: Admission) -> str:
     policy = verdict.audit_annotations.get("policy")
     if policy:
         lines.append(f"  policy:  {policy}")
+    for companion in verdict.companions:
+        # Made by the server before it admits the object; printed here before it.
+        lines.append(f"  needs:   {companion['kind']} {companion['metadata']['name']}")
     lines.extend(f"  warning: {warning}" for warning in verdict.warnings)
     return "\n".join(lines) + "\n"
 

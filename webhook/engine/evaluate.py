@@ -43,6 +43,9 @@ class PodOutcome:
     governed: bool = False
     # The GPU model the rewritten shares were sized for; "" when nothing was rewritten.
     model: str = ""
+    # Objects the patched object needs beside it in its namespace (a DRA share's
+    # ResourceClaimTemplates), without a namespace: made before the object is admitted.
+    companions: tuple[Mapping[str, Any], ...] = ()
 
 
 def evaluate_pod(
@@ -72,7 +75,18 @@ def evaluate_pod(
         rewritten="; ".join(rendered.rewrites),
         governed=True,
         model=plan.choice.model.product if rendered.rewrites and plan.choice else "",
+        companions=claim_templates(plan),
     )
+
+
+def claim_templates(plan: PodPlan) -> tuple[Mapping[str, Any], ...]:
+    """The ResourceClaimTemplates the plan's shares are made from, each once."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for share in plan.shares:
+        claim = share.rendering.claim
+        if claim is not None:
+            found.setdefault(claim.template_name, claim.template)
+    return tuple(found.values())
 
 
 def stored_violations(plan: PodPlan) -> list[Violation]:
@@ -80,7 +94,7 @@ def stored_violations(plan: PodPlan) -> list[Violation]:
     mutating webhook did not see it, or a later one undid it), an enforced variable unset."""
     found: list[Violation] = []
     for share in plan.shares:
-        if not _written_as_planned(share):
+        if not _written_as_planned(share, plan.pod):
             found.append(_not_rewritten(share))
         found += stored_env_violations(share.sized, list(share.env), plan.policy.name)
     rendering = plan.rendering
@@ -111,8 +125,16 @@ def stored_violations(plan: PodPlan) -> list[Violation]:
     return found
 
 
-def _written_as_planned(share: PlannedShare) -> bool:
+def _written_as_planned(share: PlannedShare, pod: PodView) -> bool:
     container = share.container
+    claim = share.rendering.claim
+    if claim is not None:
+        return share.sized.intent.recorded and any(
+            isinstance(entry, dict)
+            and entry.get("name") == claim.name
+            and entry.get("resourceClaimTemplateName") == claim.template_name
+            for entry in pod.resource_claims()
+        )
     wanted = share.rendering.resources
     for name, amount in wanted.items():
         if not same_amount(container.limits.get(name), amount):
@@ -130,7 +152,10 @@ def _not_rewritten(share: PlannedShare) -> Violation:
         if intent.source == "annotation"
         else f'{intent.resource} "{intent.written}"'
     )
-    target = ", ".join(share.rendering.resources) or "the backend's annotations"
+    claim = share.rendering.claim
+    target = ", ".join(share.rendering.resources) or (
+        f"resource claim {claim.name}" if claim else "the backend's annotations"
+    )
     what = (
         f"an amount of memory that was not rewritten into {target}"
         if intent.fraction is None

@@ -103,6 +103,8 @@ def read_gpu_requests(
     found = GpuRequests()
     for container in pod.containers:
         claimed = _recorded_share(container, policy, record, found)
+        if not claimed:
+            _recorded_claim(pod, container, policy, record, found)
         if backend is not None and not claimed:
             native = backend.read_native(container)
             if native is not None:
@@ -115,6 +117,38 @@ def read_gpu_requests(
         found.violations.extend(backend.read_pod(pod))
     _read_share_annotation(pod, policy, found, record)
     return found
+
+
+def _recorded_claim(
+    pod: PodView, container: Container, policy: Policy, record: ShareRecord, found: GpuRequests
+) -> None:
+    """A DRA share the webhook wrote, where the container still uses the recorded claim and the
+    pod still makes it from the recorded template: read back as the share (its VRAM units)."""
+    sharing = policy.sharing
+    entry = record.containers.get(container.name)
+    if sharing is None or entry is None or not entry.claim:
+        return
+    mib = plain_int(entry.mib)
+    if not mib:
+        return  # a record edited by hand counts as none
+    used = any(
+        isinstance(reference, dict) and reference.get("name") == entry.claim
+        for reference in container.claim_references()
+    )
+    made = any(
+        isinstance(claim, dict)
+        and claim.get("name") == entry.claim
+        and claim.get("resourceClaimTemplateName") == entry.template
+        for claim in pod.resource_claims()
+    )
+    if not (used and made):
+        return
+    units = max(1, mib // sharing.mib_per_unit)
+    found.shares.append(
+        ShareIntent(
+            container, "vram", sharing.vram_resource, entry.vram, None, units, False, recorded=True
+        )
+    )
 
 
 def _recorded_share(

@@ -75,8 +75,10 @@ class OutcomeCache:
 
 def _weight(text: str, outcome: PodOutcome) -> int:
     """Bytes an entry holds, roughly: its key text twice (the string, and the objects read from
-    it that the outcome keeps), its patch values and its messages. Made on a miss only."""
+    it that the outcome keeps), its patch values, its messages and its companions. Made on a
+    miss only."""
     held = 2 * len(text) + ENTRY_OVERHEAD_BYTES
     held += sum(len(repr(operation)) for operation in outcome.operations)
     held += sum(len(message) for message in outcome.warnings)
+    held += sum(len(repr(companion)) for companion in outcome.companions)
     return held + sum(len(violation.message) for violation in outcome.violations)

@@ -128,6 +128,11 @@ class Container:
         context = _mapping(self.raw, "securityContext", self.path)
         return context.get("privileged") is True
 
+    def claim_references(self) -> list[Any]:
+        """Its `resources.claims`: the pod's resource claims it uses, by name."""
+        resources = _mapping(self.raw, "resources", self.path)
+        return _list(resources, "claims", (*self.path, "resources"))
+
     @property
     def is_sidecar(self) -> bool:
         """An init container that keeps running beside the main ones (restartPolicy Always)."""
@@ -138,7 +143,7 @@ class Container:
 class PodView:
     """The engine reads a pod only through this view: its annotations, its containers' names,
     resources, env and securityContext, its labels, and the spec's nodeSelector, tolerations,
-    affinity, runtimeClassName, schedulerName and nodeName.
+    affinity, runtimeClassName, schedulerName, nodeName and resourceClaims.
     `engine_input` lists exactly these; a new reader must be added there too (a test reads
     every scenario through a spec that notes what is read, and fails when the key lacks it)."""
 
@@ -169,6 +174,11 @@ class PodView:
 
     def runtime_class_name(self) -> str | None:
         return self._spec_string("runtimeClassName")
+
+    def resource_claims(self) -> list[Any]:
+        """`spec.resourceClaims`: the claims its containers may use, each made from a
+        template or named."""
+        return _list(self.spec, "resourceClaims", self.location.spec)
 
     def scheduler_name(self) -> str | None:
         return self._spec_string("schedulerName")
@@ -309,6 +319,7 @@ def engine_input(
                 _sent(spec, "runtimeClassName"),
                 _sent(spec, "schedulerName"),
                 _sent(spec, "nodeName"),
+                _sent(spec, "resourceClaims"),
             ]
         )
     except (AttributeError, TypeError, ValueError):

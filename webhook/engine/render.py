@@ -111,6 +111,7 @@ class _Writer:
         remove_tolerations(self.recorder, self.pod, added, wanted)
         self._remove_gone_selector()
         self._render_pod_fields(Rendering({}))
+        self._give_claims()
         annotations = (*self.pod.location.metadata, "annotations")
         for key in (SHARES_ANNOTATION, POLICY_ANNOTATION):
             if key in self.pod.annotations:
@@ -148,6 +149,7 @@ class _Writer:
             granted = share.granted
             if given == {sharing.vram_resource: str(granted.units)}:
                 given = {}  # as records before backends wrote it
+            claim = share.rendering.claim
             entries[share.container.name] = ContainerShare(
                 share.asked,
                 str(granted.units),
@@ -157,7 +159,10 @@ class _Writer:
                 str(granted.mib),
                 "" if share.limit_mib is None else str(share.limit_mib),
                 granted.intent.cards,
+                claim.name if claim else "",
+                claim.template_name if claim else "",
             )
+        self._give_claims()
         self._pin_model()
         tolerations, selector = self._place_share()
         runtime_class = self._give_runtime_class()
@@ -244,6 +249,45 @@ class _Writer:
         given = f"{became} of {share.sized.model.product}"
         self.rendered.rewrites.append(f"{container.name}: {share.asked} -> {given}")
         self.rendered.warnings.append(f"{container.label}: {share.asked} rewritten to {given}")
+
+    def _give_claims(self) -> None:
+        """Give each share's container its claim, and the pod the claim made from the share's
+        template; take away the claims the record says the webhook gave and the plan no longer
+        wants (an emptied list goes as a whole, and `resources` with it when nothing else is
+        in it). Read from the object as patched so far: a resize may have taken `resources`."""
+        wanted = {
+            share.container.name: share.rendering.claim
+            for share in self.plan.shares
+            if share.rendering.claim is not None
+        }
+        recorded = {name: e.claim for name, e in self.record.containers.items() if e.claim}
+        if not (wanted or recorded):
+            return
+        for container in self.pod.containers:
+            want = wanted.get(container.name)
+            had = recorded.get(container.name)
+            resources = (*container.path, "resources")
+            references = _list_at(self.recorder.document, (*resources, "claims"))
+            if had is not None and (want is None or want.name != had):
+                _remove_named(self.recorder, (*resources, "claims"), references, {had})
+                references = _list_at(self.recorder.document, (*resources, "claims"))
+                if _node_at(self.recorder.document, resources) == {}:
+                    self.recorder.remove(resources)
+            if want is not None and not any(_named(ref, want.name) for ref in references):
+                self.recorder.put((*resources, "claims"), [*references, {"name": want.name}])
+        spec_claims = (*self.pod.location.spec, "resourceClaims")
+        present = _list_at(self.recorder.document, spec_claims)
+        kept = {claim.name for claim in wanted.values()}
+        _remove_named(self.recorder, spec_claims, present, set(recorded.values()) - kept)
+        present = _list_at(self.recorder.document, spec_claims)
+        for claim in wanted.values():
+            entry = {"name": claim.name, "resourceClaimTemplateName": claim.template_name}
+            index = next((i for i, item in enumerate(present) if _named(item, claim.name)), None)
+            if index is None:
+                self.recorder.put(spec_claims, [*present, entry])
+                present = _list_at(self.recorder.document, spec_claims)
+            elif present[index] != entry:
+                self.recorder.set((*spec_claims, index), entry)
 
     def _pin_model(self) -> None:
         plan = self.plan
@@ -404,6 +448,42 @@ class _Writer:
                 removed.append(change.index)
         for index in sorted(removed, reverse=True):
             self.recorder.remove((*env_path, index))
+
+
+def _named(item: object, name: str) -> bool:
+    return isinstance(item, Mapping) and item.get("name") == name
+
+
+def _node_at(document: Mapping[str, Any], path: tuple[Any, ...]) -> Any:
+    node: Any = document
+    for part in path:
+        if isinstance(node, Mapping):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            return None
+    return node
+
+
+def _list_at(document: Mapping[str, Any], path: tuple[Any, ...]) -> list[Any]:
+    found = _node_at(document, path)
+    return list(found) if isinstance(found, list) else []
+
+
+def _remove_named(
+    recorder: PatchRecorder, path: tuple[Any, ...], items: list[Any], names: set[str]
+) -> None:
+    """Remove the entries of the list at `path` with these names; the list goes as a whole
+    where none is left."""
+    doomed = [i for i, item in enumerate(items) if any(_named(item, name) for name in names)]
+    if not doomed:
+        return
+    if len(doomed) == len(items):
+        recorder.remove(path)
+        return
+    for index in reversed(doomed):
+        recorder.remove((*path, index))
 
 
 def _describe_pod_fields(rendering: Rendering | None) -> str:

@@ -6,13 +6,13 @@ Later passes read it to tell the webhook's own changes from the user's: the VRAM
 whether it pinned the model, the runtimeClassName it set (absent from the record when the
 pod's own, or none), and the tolerations and nodeSelector entries it added for the share (so
 that a pod that goes back to whole GPUs, or a policy that no longer asks for them, loses
-them), and what the backend wrote for each share and on the pod (resources, annotations,
-labels, schedulerName), which a later pass reads back as the share rather than as the
-user's; and what holds the shares to their size below the scheduler (`hardLimit`, "None"
-where nothing does and only the frameworks told their share keep it). Pods created from a
-rewritten template inherit it, so they are measured against the same model even when their
-controller rewrote the node affinity that named it (a DaemonSet binds its pods to a node by
-name).
+them), and what the backend wrote for each share and on the pod (resources, a resource
+claim and its template, annotations, labels, schedulerName), which a later pass reads back
+as the share rather than as the user's; and what holds the shares to their size below the
+scheduler (`hardLimit`, "None" where nothing does and only the frameworks told their share
+keep it). Pods created from a rewritten template inherit it, so they are measured against
+the same model even when their controller rewrote the node affinity that named it (a
+DaemonSet binds its pods to a node by name).
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ class ContainerShare:
     # cards the share is on, each with `vram` of its own (HAMi), where more than one.
     limit_mib: str = ""
     cards: int = 1
+    # A DRA share: the pod's claim the container uses, and the template it is made from.
+    claim: str = ""
+    template: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ class ShareRecord:
                         given=_string_map(entry.get("given", {})),
                         merged=_string_map(entry.get("merged", {})),
                         mib=str(entry.get("mib", "")),
+                        claim=_string(entry.get("claim", "")),
+                        template=_string(entry.get("template", "")),
                     )
                     for name, entry in data["containers"].items()
                 },
@@ -129,8 +134,8 @@ class ShareRecord:
         """The resources the webhook wrote for a container's share (in records from before
         backends, the VRAM resource alone)."""
         entry = self.containers.get(container)
-        if entry is None:
-            return {}
+        if entry is None or entry.claim:
+            return {}  # a DRA share's resources are its claim
         return entry.given or {vram_resource: entry.vram}
 
     def vram_of(self, container: str) -> str | None:
@@ -142,7 +147,11 @@ def _container_entry(share: ContainerShare) -> dict[str, Any]:
     entry: dict[str, Any] = {"asked": share.asked, "vram": share.vram, "env": list(share.env)}
     if share.given:
         entry["given"] = dict(share.given)
+    if share.given or share.claim:
         entry["mib"] = share.mib
+    if share.claim:
+        entry["claim"] = share.claim
+        entry["template"] = share.template
     if share.merged:
         entry["merged"] = dict(sorted(share.merged.items()))
     if share.limit_mib:
@@ -162,6 +171,12 @@ def _string_map(value: object) -> Mapping[str, str]:
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise TypeError("must map names to strings")
     return value
+
+
+def _string(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    raise TypeError("must be a string")
 
 
 def _optional_string(value: object) -> str | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 MODES = ("auto", "in-cluster", "kubeconfig", "off")
 MODE_VARIABLE = "NAMESPACE_LABELS"
 NODE_MODE_VARIABLE = "NODE_INVENTORY"
+# Where DRA shares' ResourceClaimTemplates are made (claim_templates.py).
+CLAIM_TEMPLATES_VARIABLE = "CLAIM_TEMPLATES"
 
 
 def check_mode(mode: str, what: str = "namespace label") -> None:

@@ -91,6 +91,8 @@ BACKEND_HARD_LIMITS: Mapping[Backend, tuple[HardLimit, ...]] = MappingProxyType(
         Backend.KAI: (HardLimit.NONE, HardLimit.HAMI_CORE),
         Backend.HAMI: (HardLimit.HAMI_CORE,),
         Backend.MIG: (HardLimit.MIG,),
+        # NVIDIA's driver holds no memory of a consumable share; HAMi's holds it with HAMi-core.
+        Backend.DRA: (HardLimit.NONE, HardLimit.HAMI_CORE),
     }
 )
 

@@ -34,6 +34,7 @@ from webhook.policy.defaults import (
     DEFAULT_GOVERNED_RESOURCES,
     ENV_PLACEHOLDERS,
 )
+from webhook.policy.dra_settings import read_dra
 from webhook.policy.frameworks import (
     BACKEND_HARD_LIMITS,
     DEFAULT_FRAMEWORKS,
@@ -359,6 +360,7 @@ class _PolicyBuilder:
         every_model = "models" not in block
         if backend is Backend.MIG:
             self._check_mig(models, resources, base)
+        dra = read_dra(block, backend, models, self.report, base)
         default_model = block.get("defaultModel")
         if default_model is not None and default_model not in models:
             known = product_names(models)
@@ -395,6 +397,7 @@ class _PolicyBuilder:
             hami=hami,
             shared_resource=self._shared_resource(block, resources),
             kai=kai,
+            dra=dra,
             hard_limit=hard_limit,
             frameworks=frameworks,
             every_model=every_model,

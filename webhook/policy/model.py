@@ -145,6 +145,7 @@ class Backend(Enum):
     TIME_SLICING = "TimeSlicing"
     MIG = "MIG"
     KAI = "KAI"
+    DRA = "DRA"
 
 
 class HardLimit(Enum):
@@ -193,6 +194,43 @@ class KaiSettings:
     scheduler_name: str = "kai-scheduler"
 
 
+class DraAlternative(Enum):
+    """One way a DRA claim may be met, tried in the order the policy lists them
+    (`firstAvailable`): a MIG device of the smallest profile that holds the share, the share
+    itself as consumable capacity, or a whole device."""
+
+    MIG = "MIG"
+    SHARE = "Share"
+    WHOLE_GPU = "WholeGPU"
+
+
+@dataclass(frozen=True)
+class DraChoice:
+    """An alternative with the DeviceClass it is asked of, and CEL selectors of its own."""
+
+    kind: DraAlternative
+    device_class_name: str
+    selectors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DraSettings:
+    """How a share is asked of a DRA driver: one device of `device_class_name`, with
+    `memory_capacity` (and `cores_capacity`, where set) as consumable capacity, rounded up to
+    the driver's step; `config`, an opaque driver configuration put in the claim as written;
+    `first_available`, the alternatives in order where there are several."""
+
+    device_class_name: str
+    memory_capacity: str = "memory"
+    cores_capacity: str | None = None
+    request_step_mib: int = 1
+    selectors: tuple[str, ...] = ()
+    config: Mapping[str, object] | None = None
+    first_available: tuple[DraChoice, ...] = ()
+    # The driver whose attributes the MIG alternative's selector reads (`profile`).
+    attribute_domain: str = "gpu.nvidia.com"
+
+
 @dataclass(frozen=True)
 class Sharing:
     """How a share of a GPU is sized (against the pod's model) and written for the backend.
@@ -216,6 +254,7 @@ class Sharing:
     # The device plugin's name for a shared replica (its `renameByDefault`).
     shared_resource: str = "nvidia.com/gpu.shared"
     kai: KaiSettings | None = None
+    dra: DraSettings | None = None
     hard_limit: HardLimit = HardLimit.NONE
     # The frameworks whose limits are in `env` (rendered from frameworks.py).
     frameworks: tuple[Framework, ...] = ()

@@ -82,6 +82,8 @@ class PolicySet:
     selects_by_model: bool = field(init=False, repr=False, compare=False)
     # Whether a policy's backend reads the cluster's nodes (MIG: the profiles they advertise).
     reads_nodes: bool = field(init=False, repr=False, compare=False)
+    # Whether a policy's backend gives shares as DRA claims, whose templates the server makes.
+    makes_claim_templates: bool = field(init=False, repr=False, compare=False)
     _candidates_memo: BoundedMemo[str, tuple[Policy, ...]] = field(
         init=False, repr=False, compare=False
     )
@@ -114,6 +116,8 @@ class PolicySet:
         object.__setattr__(self, "selects_by_model", by_model)
         reads_nodes = any(p.sharing is not None and p.sharing.reads_nodes for p in self.policies)
         object.__setattr__(self, "reads_nodes", reads_nodes)
+        claims = any(p.sharing is not None and p.sharing.dra is not None for p in self.policies)
+        object.__setattr__(self, "makes_claim_templates", claims)
         object.__setattr__(self, "_candidates_memo", BoundedMemo(CANDIDATES_MEMO_ENTRIES))
 
     @classmethod

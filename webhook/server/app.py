@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from webhook.admission.answer import judge
+from webhook.admission.answer import Admission, judge
 from webhook.admission.decide import cached_bytes
 from webhook.admission.review import ReviewDecodeError, ReviewEnvelope, decode_envelope
+from webhook.admission.verdict import Verdict
 from webhook.kube.on_demand_inventory import OnDemandNodeInventory
 from webhook.kube.on_demand_labels import OnDemandLabelSource
+from webhook.kube.on_demand_templates import OnDemandClaimTemplates, TemplateMaker
 from webhook.policy.namespace_labels import NamespaceLabelSource
 from webhook.policy.policy_set import PolicySet
 from webhook.policy.snapshot import LastGood
@@ -58,6 +61,8 @@ def create_app(
         labels = on_demand
     nodes = OnDemandNodeInventory(settings.node_inventory)
     observers.append(nodes)
+    templates = OnDemandClaimTemplates(settings.claim_templates)
+    observers.append(templates)
     if settings.state_dir is not None:
         observers.append(WorkerStatusFile(settings.state_dir, settings.policy_reload_seconds))
     store = _policy_store(settings, policies, observers)
@@ -100,6 +105,8 @@ def create_app(
             return rejected(endpoint, 400, str(error))
         served = store.current.policy_set
         admission = judge(envelope, served, endpoint, labels, _log_fault, nodes)
+        if admission.verdict.companions and endpoint == "mutate":
+            admission = _with_companions_made(admission, templates)
         reply = Response(admission.body(), 200, content_type="application/json")
         record = AdmissionRecord.of(endpoint, admission, perf_counter() - started)
         metrics.admitted(record)
@@ -150,6 +157,20 @@ def create_app(
         return _error(error.code or 500, error.description or error.name)
 
     return app
+
+
+def _with_companions_made(admission: Admission, maker: TemplateMaker) -> Admission:
+    """The admission, once the objects its object needs exist (a DRA share's templates); a
+    denial that says why where one could not be made. A dry run makes nothing."""
+    request = admission.request
+    verdict = admission.verdict
+    if request is None or request.dry_run or not verdict.allowed:
+        return admission
+    problem = maker.ensure(request.namespace, verdict.companions)
+    if problem is None:
+        return admission
+    log.warning("request %s: %s", admission.envelope.uid, problem)
+    return replace(admission, verdict=Verdict.errored(problem))
 
 
 def _log_fault(envelope: ReviewEnvelope, error: Exception) -> str:

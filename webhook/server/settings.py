@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webhook.bind_address import parse_bind
+from webhook.kube.label_modes import CLAIM_TEMPLATES_VARIABLE, NODE_MODE_VARIABLE
 from webhook.kube.label_modes import MODE_VARIABLE as NAMESPACE_LABELS_VARIABLE
 from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
-from webhook.kube.label_modes import NODE_MODE_VARIABLE
 
 MAX_BODY_BYTES = 8 * 2**20
 LOG_FORMATS = ("json", "text")
@@ -51,6 +51,9 @@ class Settings:
     namespace_labels: str = "auto"
     # Which API the nodes' MIG profiles are read from, for MIG policies (same modes).
     node_inventory: str = "auto"
+    # Where DRA policies' ResourceClaimTemplates are made (same modes); off: by someone else,
+    # from `review`'s output.
+    claim_templates: str = "auto"
     # How long a client may stay silent within a TLS handshake or a request; 0: for ever.
     client_stall_seconds: float = 10.0
     # evented: handshakes and request reads on each worker's main thread (worker/front.py);
@@ -99,6 +102,9 @@ class Settings:
             ),
             node_inventory=_choice(
                 env, NODE_MODE_VARIABLE, defaults.node_inventory, NAMESPACE_LABEL_MODES
+            ),
+            claim_templates=_choice(
+                env, CLAIM_TEMPLATES_VARIABLE, defaults.claim_templates, NAMESPACE_LABEL_MODES
             ),
             client_stall_seconds=_seconds(
                 env, "CLIENT_STALL_SECONDS", defaults.client_stall_seconds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from webhook.engine.backends.dra import DraBackend
 from webhook.engine.backends.extended_resource import ExtendedResourceBackend
 from webhook.engine.backends.gpushare import GpushareBackend
 from webhook.engine.backends.hami import HamiBackend
@@ -20,6 +21,7 @@ _BACKENDS: dict[Backend, type[ShareBackend]] = {
     Backend.TIME_SLICING: TimeSlicingBackend,
     Backend.MIG: MigBackend,
     Backend.KAI: KaiBackend,
+    Backend.DRA: DraBackend,
 }
 
 

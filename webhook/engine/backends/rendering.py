@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.inventory import NO_INVENTORY, MigInventory
@@ -26,6 +27,17 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
+@dataclass(frozen=True)
+class ClaimRendering:
+    """A share given as a ResourceClaim made from a template (DRA): the name the pod and the
+    container know the claim by, and the ResourceClaimTemplate it is made from, whole but for
+    its namespace (the object's own)."""
+
+    name: str
+    template_name: str
+    template: Mapping[str, Any]
+
+
 # Made for every pod judged: slots rather than frozen, whose __init__ costs more.
 @dataclass(slots=True)
 class ContainerRendering:
@@ -36,6 +48,7 @@ class ContainerRendering:
     described: str | None = None
     # The resources nodes advertise, which a taint may guard; all of them where not given.
     node_resources: tuple[str, ...] | None = None
+    claim: ClaimRendering | None = None
 
     @property
     def tolerated(self) -> tuple[str, ...]:

@@ -1,0 +1,360 @@
+"""The DRA backend: a share as a ResourceClaim made from a template, checked against the
+Kubernetes schemas, the drivers' own code (tests/contracts/dra_drivers_source.py), UPDATE and
+backend changes, and the server that makes the templates before it answers."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.contracts import dra_drivers_source as drivers
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.server import REPO_ROOT
+from webhook.cli.main import main
+from webhook.engine.backends.dra_claims import claim_name, cores_percent, request_mib
+from webhook.engine.evaluate import evaluate_pod
+from webhook.engine.findings import ShareIntent
+from webhook.engine.pod_spec import Container
+from webhook.engine.shares import SizedShare
+from webhook.engine.workloads import pod_template_location
+from webhook.kube.claim_templates import LAST_NEEDED_ANNOTATION, ClaimTemplateWriter
+from webhook.kube.client_config import api_client
+from webhook.policy.catalogue import built_in_catalogue
+from webhook.policy.dra_settings import nvidia_config_problems
+from webhook.policy.loader import load_policy_directory
+from webhook.policy.model import DraSettings, Policy
+from webhook.server.app import create_app
+from webhook.server.settings import Settings
+
+EXAMPLE = REPO_ROOT / "examples" / "dra"
+PODS = EXAMPLE / "tests" / "pods.yaml"
+KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
+H200 = built_in_catalogue()["NVIDIA-H200"]
+MIB = 2**20
+
+
+def review(namespace: str, file: Path = PODS, policies: Path = EXAMPLE) -> list[dict[str, Any]]:
+    out = io.StringIO()
+    code = main(
+        ["review", "-f", str(file), "--policies", str(policies), "-n", namespace],
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+    assert code == 0
+    return [doc for doc in yaml.safe_load_all(out.getvalue()) if doc]
+
+
+def named(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    return next(
+        obj
+        for obj in objects
+        if obj["kind"] == kind and (name is None or obj["metadata"]["name"] == name)
+    )
+
+
+def template_of(objects: list[dict[str, Any]], pod: dict[str, Any]) -> dict[str, Any]:
+    spec = pod["spec"]["template"]["spec"] if pod["kind"] == "Deployment" else pod["spec"]
+    name = spec["resourceClaims"][0]["resourceClaimTemplateName"]
+    return named(objects, "ResourceClaimTemplate", name)
+
+
+def test_a_quarter_h200_becomes_a_claim_of_35942mi_from_the_policys_class() -> None:
+    objects = review("team-a")
+    pod = named(objects, "Pod", "quarter-of-an-h200")
+    container = pod["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in container.get("resources", {}).get("limits", {})
+    assert container["resources"]["claims"] == [{"name": "gpu-share-infer"}]
+    template = template_of(objects, pod)
+    assert template["metadata"]["namespace"] == "team-a"
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    assert request == {
+        "name": "gpu",
+        "exactly": {
+            "deviceClassName": "gpu.nvidia.com",
+            "capacity": {"requests": {"memory": "35942Mi"}},
+        },
+    }
+    # Printed before the object that needs it, and once for both objects of one size.
+    kinds = [obj["kind"] for obj in objects]
+    assert kinds.index("ResourceClaimTemplate") < kinds.index("Pod")
+
+
+def test_a_fallback_policy_lists_its_alternatives_in_order() -> None:
+    objects = review("team-b")
+    pod = named(objects, "Pod", "sixteen-gib")
+    request = template_of(objects, pod)["spec"]["spec"]["devices"]["requests"][0]
+    names = [alternative["name"] for alternative in request["firstAvailable"]]
+    assert names == ["mig", "share", "whole"]
+    mig, share, whole = request["firstAvailable"]
+    expression = mig["selectors"][0]["cel"]["expression"]
+    assert mig["deviceClassName"] == "mig.nvidia.com" and "'1g.18gb'" in expression
+    assert share["capacity"]["requests"]["memory"] == "16384Mi"
+    assert whole == {"name": "whole", "deviceClassName": "gpu.nvidia.com"}
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("namespace", ["team-a", "team-b", "team-c"])
+def test_every_object_review_prints_validates_against_kubernetes(
+    namespace: str, version: str
+) -> None:
+    for obj in review(namespace):
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_a_share_is_consumed_on_nvidias_device_as_the_template_asks() -> None:
+    objects = review("team-a")
+    template = template_of(objects, named(objects, "Pod", "quarter-of-an-h200"))
+    request = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    device = drivers.nvidia_memory_policy("memory", H200.memory_mib * MIB)
+    asked = _bytes(request["capacity"]["requests"])
+    assert drivers.claim_consumption(asked, device) == {"memory": 35942 * MIB}
+    # Four quarters fit on one card, as the sizing (rounded down) promised; a fifth does not.
+    assert drivers.claim_consumption(asked, device, already={"memory": 3 * 35942 * MIB})
+    assert not drivers.claim_consumption(asked, device, already={"memory": 4 * 35942 * MIB})
+
+
+def test_hamis_driver_holds_the_container_to_the_share_and_its_cores() -> None:
+    objects = review("team-c")
+    template = template_of(objects, named(objects, "Pod", "quarter-of-an-h200"))
+    request = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert request["deviceClassName"] == drivers.HAMI_DRIVER
+    device = drivers.hami_device_capacity(H200.memory_mib * MIB)
+    consumed = drivers.claim_consumption(_bytes(request["capacity"]["requests"]), device)
+    assert consumed is not None
+    env = drivers.hami_container_env(consumed, device_bytes=H200.memory_mib * MIB)
+    assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "35942m"
+    assert env["CUDA_DEVICE_SM_LIMIT_0"] == "24"
+
+
+@pytest.mark.parametrize(
+    "sharing",
+    [
+        None,
+        {"strategy": "TimeSlicing"},
+        {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Short"}},
+        {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Sometimes"}},
+        {"strategy": "TimeSlicing", "timeSlicingConfig": {}},
+        {"strategy": "MPS"},
+        {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": 50}},
+        {"strategy": "Fair"},
+        {"strategy": "TimeSlicing", "slices": 2},
+    ],
+    ids=str,
+)
+def test_lint_refuses_a_gpu_config_exactly_where_nvidias_driver_would(
+    sharing: dict[str, Any] | None,
+) -> None:
+    parameters: dict[str, Any] = {"apiVersion": drivers.NVIDIA_API_VERSION, "kind": "GpuConfig"}
+    if sharing is not None:
+        parameters["sharing"] = sharing
+    refused = drivers.nvidia_gpu_config_refusal(
+        parameters, consumable_shares=True, gates=frozenset({"TimeSlicingSettings"})
+    )
+    assert bool(nvidia_config_problems(parameters)) == (refused is not None), refused
+
+
+@pytest.mark.parametrize(
+    ("mib", "step", "asked"), [(35942, 1, 35942), (35942, 256, 36096), (512, 512, 512)]
+)
+def test_request_mib_rounds_up_to_the_drivers_step_as_the_allocator_does(
+    mib: int, step: int, asked: int
+) -> None:
+    share = _sized(mib)
+    assert request_mib(share, DraSettings("gpu.nvidia.com", request_step_mib=step)) == asked
+    consumed = drivers.consumed_capacity(
+        mib * MIB, value=H200.memory_mib * MIB, default=0, min_=0, max_=None, step=step * MIB
+    )
+    assert consumed == asked * MIB
+
+
+@pytest.mark.parametrize(("mib", "percent"), [(35942, 24), (143771, 100), (100, 1)])
+def test_cores_percent_is_the_shares_whole_percent_and_at_least_one(mib: int, percent: int) -> None:
+    assert cores_percent(_sized(mib)) == percent
+
+
+@pytest.mark.parametrize("container", ["infer", "x" * 63])
+def test_claim_name_is_a_dns_label_named_after_the_container(container: str) -> None:
+    name = claim_name(container)
+    assert len(name) <= 63 and name.startswith("gpu-share-")
+    assert name == claim_name(container) and name != claim_name(container + "y")
+
+
+def _bytes(requests: dict[str, str]) -> dict[str, int]:
+    return {name: drivers.quantity_value(amount) for name, amount in requests.items()}
+
+
+def _sized(mib: int) -> SizedShare:
+    container = Container("containers", 0, "infer", ("spec",), {}, {}, {})
+    intent = ShareIntent(container, "vram", "example.com/vram", str(mib), None, mib)
+    return SizedShare(intent, H200, mib, mib)
+
+
+# UPDATE and backend changes -------------------------------------------------------------
+
+
+def _policy(name: str) -> Policy:
+    return next(p for p in load_policy_directory(EXAMPLE) if p.name == name)
+
+
+def _mutate(obj: dict[str, Any], policy: Policy) -> dict[str, Any]:
+    location = pod_template_location("apps", obj["kind"])
+    assert location is not None
+    outcome = evaluate_pod(obj, location, policy, "mutate")
+    assert not outcome.violations, outcome.violations
+    patched = jsonpatch.apply_patch(obj, list(outcome.operations))
+    again = evaluate_pod(patched, location, policy, "mutate")
+    assert not again.operations, "a second pass changes nothing"
+    return patched
+
+
+def _deployment() -> dict[str, Any]:
+    return next(d for d in yaml.safe_load_all(PODS.read_text()) if d["kind"] == "Deployment")
+
+
+def test_a_deployment_back_on_a_whole_gpu_keeps_nothing_of_its_claim() -> None:
+    policy = _policy("h200-share")
+    shared = _mutate(_deployment(), policy)
+    edited = json.loads(json.dumps(shared))
+    container = edited["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    whole = _mutate(edited, policy)
+    spec = whole["spec"]["template"]["spec"]
+    assert "resourceClaims" not in spec
+    assert spec["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
+    assert spec["containers"][0].get("env", []) == []
+    assert "annotations" not in whole["spec"]["template"]["metadata"] or not any(
+        key.startswith("gpu-admission.example.com/")
+        for key in whole["spec"]["template"]["metadata"]["annotations"]
+    )
+
+
+def test_a_new_size_names_a_new_template_and_keeps_one_claim() -> None:
+    policy = _policy("h200-share")
+    shared = _mutate(_deployment(), policy)
+    edited = json.loads(json.dumps(shared))
+    edited["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {
+        "nvidia.com/gpu": "0.5"
+    }
+    resized = _mutate(edited, policy)
+    spec = resized["spec"]["template"]["spec"]
+    assert [c["resourceClaimTemplateName"] for c in spec["resourceClaims"]] == [
+        "gpu-share-71885mi-" + spec["resourceClaims"][0]["resourceClaimTemplateName"][-10:]
+    ]
+    assert spec["containers"][0]["resources"] == {"claims": [{"name": "gpu-share-lab"}]}
+
+
+def test_a_pool_moved_off_dra_leaves_no_claim_behind(tmp_path: Path) -> None:
+    shared = _mutate(_deployment(), _policy("h200-share"))
+    moved = (REPO_ROOT / "examples" / "policies" / "extended-resource").resolve()
+    policy = next(iter(load_policy_directory(moved)))
+    assert policy.sharing is not None and policy.sharing.dra is None
+    rewritten = _mutate(shared, policy)
+    spec = rewritten["spec"]["template"]["spec"]
+    assert "resourceClaims" not in spec
+    assert "claims" not in spec["containers"][0]["resources"]
+    assert spec["containers"][0]["resources"]["limits"].get(policy.sharing.vram_resource)
+
+
+def test_validate_accepts_the_claim_and_refuses_a_share_the_mutating_webhook_missed() -> None:
+    policy = _policy("h200-share")
+    location = pod_template_location("apps", "Deployment")
+    assert location is not None
+    shared = _mutate(_deployment(), policy)
+    assert not evaluate_pod(shared, location, policy, "validate").violations
+    missed = evaluate_pod(_deployment(), location, policy, "validate").violations
+    assert [v.rule for v in missed] == ["not-rewritten"]
+    assert "resource claim gpu-share-lab" in missed[0].message
+
+
+# The server makes the templates ----------------------------------------------------------
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
+    with FakeApiServer() as fake:
+        monkeypatch.setenv("KUBECONFIG", str(fake.write_kubeconfig(tmp_path / "config")))
+        for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        yield fake
+
+
+def _posted(api: FakeApiServer, *, dry_run: bool) -> dict[str, Any]:
+    folder = REPO_ROOT / "tests" / "scenarios" / "dra" / "share-quarter"
+    body = json.loads((folder / "review.json").read_text())
+    body.pop("_http", None)
+    body["request"]["dryRun"] = dry_run
+    settings = Settings(policy_dir=EXAMPLE, claim_templates="kubeconfig", namespace_labels="off")
+    client = create_app(settings).test_client()
+    return client.post("/mutate", json=body).get_json()["response"]
+
+
+def test_the_server_makes_the_template_in_the_namespace_before_it_answers(
+    api: FakeApiServer,
+) -> None:
+    answer = _posted(api, dry_run=False)
+    assert answer["allowed"] is True
+    patch = json.loads(base64.b64decode(answer["patch"]))
+    claims = next(op["value"] for op in patch if op["path"] == "/spec/resourceClaims")
+    made = api.claim_templates()
+    key = ("team-a", claims[0]["resourceClaimTemplateName"])
+    assert list(made) == [key]
+    assert LAST_NEEDED_ANNOTATION in made[key]["metadata"]["annotations"]
+
+
+def test_a_dry_run_makes_no_template(api: FakeApiServer) -> None:
+    answer = _posted(api, dry_run=True)
+    assert answer["allowed"] is True and answer["patch"]
+    assert api.claim_templates() == {}
+
+
+def test_a_template_that_cannot_be_made_denies_the_object_with_the_reason(
+    api: FakeApiServer,
+) -> None:
+    api.forbid("create", "resourceclaimtemplates")
+    answer = _posted(api, dry_run=False)
+    assert answer["allowed"] is False
+    assert "could not make ResourceClaimTemplate" in answer["status"]["message"]
+
+
+def test_an_existing_template_is_stamped_as_needed_once_a_minute_not_per_pod(
+    api: FakeApiServer,
+) -> None:
+    template = next(obj for obj in review("team-a") if obj["kind"] == "ResourceClaimTemplate")
+    template = {**template, "metadata": {**template["metadata"]}}
+    del template["metadata"]["namespace"]
+    now = [1_000_000.0]
+    client = api_client("kubeconfig")
+    writer = ClaimTemplateWriter(client, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert writer.ensure("team-a", [template]) is None
+    writes = len(api.writes())
+    assert writer.ensure("team-a", [template]) is None
+    assert len(api.writes()) == writes, "a fresh stamp is not made again"
+    now[0] += 120
+    other = ClaimTemplateWriter(client, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert other.ensure("team-a", [template]) is None
+    stored = api.claim_templates()[("team-a", template["metadata"]["name"])]
+    assert stored["metadata"]["annotations"][LAST_NEEDED_ANNOTATION].endswith("T13:48:40Z")
+
+
+def test_a_template_of_that_name_with_another_spec_is_not_taken_for_ours(
+    api: FakeApiServer,
+) -> None:
+    template = next(obj for obj in review("team-a") if obj["kind"] == "ResourceClaimTemplate")
+    forged = json.loads(json.dumps(template))
+    forged["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {
+        "requests": {"memory": "143771Mi"}
+    }
+    api.put_claim_template("team-a", forged)
+    client = api_client("kubeconfig")
+    writer = ClaimTemplateWriter(client)  # type: ignore[arg-type]
+    problem = writer.ensure("team-a", [template])
+    assert problem is not None and "was not made by this webhook" in problem
