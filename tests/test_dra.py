@@ -358,3 +358,14 @@ def test_a_template_of_that_name_with_another_spec_is_not_taken_for_ours(
     writer = ClaimTemplateWriter(client)  # type: ignore[arg-type]
     problem = writer.ensure("team-a", [template])
     assert problem is not None and "was not made by this webhook" in problem
+
+
+def test_the_dra_example_suite_passes_and_lints_clean() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["test", str(EXAMPLE)], stdout=out, stderr=err) == 0, out.getvalue()
+    assert "4 passed, 0 failed" in out.getvalue()
+    linted = io.StringIO()
+    assert main(["lint", str(EXAMPLE)], stdout=linted, stderr=err) == 0
+    assert "3 policies OK: h200-fallback, h200-share, hami-dra" in linted.getvalue()
+    # NVIDIA's pools are named unenforced, with advice that fits DRA (MPS is refused there).
+    assert "hardLimit: HAMiCore, or a MIG alternative" in linted.getvalue()
