@@ -23,7 +23,7 @@ from webhook.cli.main import main
 from webhook.engine.backends.dra_claims import claim_name, cores_percent, request_mib
 from webhook.engine.evaluate import evaluate_pod
 from webhook.engine.findings import ShareIntent
-from webhook.engine.pod_spec import Container
+from webhook.engine.pod_spec import Container, MalformedObject
 from webhook.engine.shares import SizedShare
 from webhook.engine.workloads import pod_template_location
 from webhook.kube.claim_templates import LAST_NEEDED_ANNOTATION, ClaimTemplateWriter
@@ -369,3 +369,95 @@ def test_the_dra_example_suite_passes_and_lints_clean() -> None:
     assert "3 policies OK: h200-fallback, h200-share, hami-dra" in linted.getvalue()
     # NVIDIA's pools are named unenforced, with advice that fits DRA (MPS is refused there).
     assert "hardLimit: HAMiCore, or a MIG alternative" in linted.getvalue()
+
+
+def _pod(**spec: Any) -> dict[str, Any]:
+    container = {"name": "infer", "resources": {"limits": {"nvidia.com/gpu": "0.25"}}}
+    container.update(spec.pop("container", {}))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [container], **spec},
+    }
+
+
+def _judged(pod: dict[str, Any]) -> Any:
+    location = pod_template_location("", "Pod")
+    assert location is not None
+    return evaluate_pod(pod, location, _policy("h200-share"), "mutate")
+
+
+def test_a_pod_bound_by_name_is_refused_as_no_scheduler_allocates_its_claim() -> None:
+    outcome = _judged(_pod(nodeName="gpu-node-1"))
+    assert [v.rule for v in outcome.violations] == ["node-assigned"]
+    assert "kubelet does not start a pod whose claim nobody allocated" in str(outcome.violations)
+
+
+def test_a_claim_name_the_pod_uses_already_is_refused_and_its_own_claims_kept() -> None:
+    taken = _judged(_pod(resourceClaims=[{"name": "gpu-share-infer", "resourceClaimName": "x"}]))
+    assert [v.rule for v in taken.violations] == ["claim-name-taken"]
+    own = {"name": "scratch", "resourceClaimName": "scratch-disk"}
+    pod = _pod(
+        resourceClaims=[own],
+        container={
+            "resources": {"limits": {"nvidia.com/gpu": "0.25"}, "claims": [{"name": "scratch"}]}
+        },
+    )
+    patched = jsonpatch.apply_patch(pod, list(_judged(pod).operations))
+    assert patched["spec"]["resourceClaims"][0] == own
+    assert patched["spec"]["containers"][0]["resources"]["claims"] == [
+        {"name": "scratch"},
+        {"name": "gpu-share-infer"},
+    ]
+
+
+def test_claims_of_the_wrong_type_are_a_malformed_object_not_a_fault() -> None:
+    with pytest.raises(MalformedObject, match="must be a list"):
+        _judged(
+            _pod(container={"resources": {"limits": {"nvidia.com/gpu": "0.25"}, "claims": "x"}})
+        )
+    with pytest.raises(MalformedObject, match="must be a list"):
+        _judged(_pod(resourceClaims={"name": "x"}))
+
+
+# The drivers' own demo specs, as data: what a share's claim and pod must look like.
+# dra-driver-nvidia-gpu demo/specs/consumable-shares/memory-sharing.yaml @ 95932046.
+NVIDIA_DEMO_REQUEST = {
+    "name": "gpu",
+    "exactly": {"deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "4Gi"}}},
+}
+# Project-HAMi/k8s-dra-driver demo/yaml/setup.yaml @ ebeaad97 (v0.1.0): claim single-gpu-0.
+HAMI_DEMO_EXACTLY = {
+    "deviceClassName": "hami-core-gpu.project-hami.io",
+    "capacity": {"requests": {"cores": 30, "memory": "4Gi"}},
+}
+
+
+def _sixteen_gib(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    objects = review(namespace)
+    pod = named(objects, "Pod", "sixteen-gib")
+    return pod, template_of(objects, pod)
+
+
+def test_a_share_of_memory_is_asked_as_nvidias_demo_asks_it() -> None:
+    pod, template = _sixteen_gib("team-a")
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    amounts = request["exactly"]["capacity"]["requests"]
+    assert drivers.quantity_value(amounts["memory"]) == 16 * 2**30
+    demo = NVIDIA_DEMO_REQUEST["exactly"]
+    assert request["name"] == NVIDIA_DEMO_REQUEST["name"]
+    assert request["exactly"]["deviceClassName"] == demo["deviceClassName"]
+    assert set(amounts) == set(demo["capacity"]["requests"])
+    # The pod side of the demo: the claim made from the template, used by the container.
+    (claim,) = pod["spec"]["resourceClaims"]
+    assert set(claim) == {"name", "resourceClaimTemplateName"}
+    assert pod["spec"]["containers"][0]["resources"]["claims"] == [{"name": claim["name"]}]
+
+
+def test_a_share_on_hamis_driver_asks_what_its_demo_asks() -> None:
+    _, template = _sixteen_gib("team-c")
+    exactly = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert exactly["deviceClassName"] == HAMI_DEMO_EXACTLY["deviceClassName"]
+    assert set(exactly["capacity"]["requests"]) == set(HAMI_DEMO_EXACTLY["capacity"]["requests"])
+    assert exactly["capacity"]["requests"]["cores"] == str(16384 * 100 // H200.memory_mib)

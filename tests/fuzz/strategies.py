@@ -48,6 +48,7 @@ POLICY_DIRS: dict[str, Path] = {
         "single-model-gib": REPO_ROOT / "tests" / "scenarios" / "single-model-gib" / "policies",
         "whole-only": REPO_ROOT / "tests" / "scenarios" / "whole-only" / "policies",
         "teams": REPO_ROOT / "tests" / "scenarios" / "teams" / "policies",
+        "dra": REPO_ROOT / "tests" / "scenarios" / "dra" / "policies",
     }.items()
     if path.is_dir()
 }
@@ -378,6 +379,14 @@ def node_selectors(draw: st.DrawFn, rough: bool) -> Any:
 # --- containers and pods ---------------------------------------------------------------------
 
 
+# DRA claims as the webhook names them (and others): a pod's entries and a container's uses.
+_CLAIM_NAMES = pick("gpu-share-c0", "gpu-share-c1", "gpu-share-i0", "mine")
+_TEMPLATE_NAMES = pick("gpu-share-17971mi-abc", "gpu-share-3840mi-x", "theirs")
+_POD_CLAIMS = st.fixed_dictionaries(
+    {"name": _CLAIM_NAMES}, optional={"resourceClaimTemplateName": _TEMPLATE_NAMES}
+)
+
+
 @st.composite
 def containers(draw: st.DrawFn, name: Any, rough: bool) -> Any:
     container: dict[str, Any] = {"name": name, "image": "cuda:12"}
@@ -387,6 +396,9 @@ def containers(draw: st.DrawFn, name: Any, rough: bool) -> Any:
         container["env"] = draw(rough_envs if rough else envs)
     if draw(st.integers(0, 8)) == 0:
         container["restartPolicy"] = "Always"  # a sidecar
+    if draw(st.integers(0, 6)) == 0 and isinstance(container.get("resources"), dict):
+        claims = st.lists(st.fixed_dictionaries({"name": _CLAIM_NAMES}), max_size=2)
+        container["resources"]["claims"] = draw(either(claims, json_values) if rough else claims)
     if rough and draw(st.integers(0, 30)) == 0:
         return draw(json_values)
     return container
@@ -443,6 +455,9 @@ def pod_specs(draw: st.DrawFn, rough: bool) -> Any:
         spec["tolerations"] = draw(rough_tolerations if rough else tolerations)
     if draw(st.integers(0, 3)) == 0:
         spec["affinity"] = draw(affinities(rough))
+    if draw(st.integers(0, 5)) == 0:
+        entries = st.lists(_POD_CLAIMS, max_size=2)
+        spec["resourceClaims"] = draw(either(entries, json_values) if rough else entries)
     if draw(st.integers(0, 4)) == 0:
         classes = pick("nvidia", "other", "")
         spec["runtimeClassName"] = draw(either(classes, json_values) if rough else classes)
@@ -468,6 +483,15 @@ def share_records(draw: st.DrawFn, known_names: Sequence[str], rough: bool) -> A
                 "asked": draw(pick("nvidia.com/gpu=250m", "gpu-fraction=0.5", "")),
                 "vram": draw(pick("3840", "7680", "1", "0", "x", "0.5", "10")),
                 "env": draw(st.lists(pick(*ENV_NAMES), max_size=3)),
+                **(
+                    {
+                        "mib": draw(pick("17971", "3840", "0", "x")),
+                        "claim": f"gpu-share-{name}",
+                        "template": draw(_TEMPLATE_NAMES),
+                    }
+                    if draw(st.integers(0, 3)) == 0
+                    else {}
+                ),
             }
             for name in chosen
         }

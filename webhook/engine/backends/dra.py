@@ -24,7 +24,7 @@ from webhook.engine.backends.rendering import (
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.pod_spec import PodView
 from webhook.engine.shares import SizedShare
-from webhook.policy.model import DraSettings, HardLimit
+from webhook.policy.model import DraAlternative, DraSettings, HardLimit
 
 
 class DraBackend(ShareBackend):
@@ -42,6 +42,8 @@ class DraBackend(ShareBackend):
         # and the kubelet does not start it (KEP-4381, "Scheduling").
         consequence = "the kubelet does not start a pod whose claim nobody allocated"
         found = node_assigned(pod, "Dynamic Resource Allocation", consequence)
+        for share in shares:
+            share.container.claim_references()  # a list, or MalformedObject says which field
         ours = {entry.claim for entry in self.record.containers.values() if entry.claim}
         for share in shares:
             name = claim_name(share.container.name)
@@ -71,12 +73,19 @@ class DraBackend(ShareBackend):
             container = share.intent.container.name
             template_name, template = claim_template(share, self.dra)
             claim = ClaimRendering(claim_name(container), template_name, template)
-            described = (
-                f"resource claim {claim.name} from ResourceClaimTemplate {template_name} "
-                f"({request_mib(share, self.dra)}Mi of {self.dra.device_class_name})"
-            )
+            described = f"claim {claim.name} ({self._described(share)})"
             containers[container] = ContainerRendering({}, described, claim=claim)
         return Rendering(containers)
+
+    def _described(self, share: SizedShare) -> str:
+        """What the claim asks, in one short phrase for the warning and the audit annotation."""
+        dra = self.dra
+        asked = f"{request_mib(share, dra)}Mi of {dra.device_class_name}"
+        if not dra.first_available:
+            return asked
+        said = {DraAlternative.MIG: "MIG", DraAlternative.SHARE: f"{request_mib(share, dra)}Mi"}
+        kinds = [said.get(choice.kind, "whole") for choice in dra.first_available]
+        return f"first of {', '.join(kinds)}"
 
 
 def _pod_claims(pod: PodView) -> Mapping[str, Any]:
