@@ -461,3 +461,16 @@ def test_a_share_on_hamis_driver_asks_what_its_demo_asks() -> None:
     assert exactly["deviceClassName"] == HAMI_DEMO_EXACTLY["deviceClassName"]
     assert set(exactly["capacity"]["requests"]) == set(HAMI_DEMO_EXACTLY["capacity"]["requests"])
     assert exactly["capacity"]["requests"]["cores"] == str(16384 * 100 // H200.memory_mib)
+
+
+@pytest.mark.parametrize("backend", ["extended-resource", "kai", "hami"])
+def test_a_pool_moved_onto_dra_keeps_nothing_of_its_old_backend(backend: str) -> None:
+    earlier = next(iter(load_policy_directory(REPO_ROOT / "examples" / "policies" / backend)))
+    before = _mutate(_deployment(), earlier)
+    moved = _mutate(before, _policy("h200-share"))
+    template = moved["spec"]["template"]
+    container = template["spec"]["containers"][0]
+    assert container["resources"] == {"claims": [{"name": "gpu-share-lab"}]}
+    assert "schedulerName" not in template["spec"]
+    assert not set(template["metadata"].get("annotations", {})) & {"gpu-fraction", "gpu-memory"}
+    assert "kai.scheduler/queue" not in template["metadata"].get("labels", {})
