@@ -56,6 +56,9 @@ ADVERTISER_LEASE = "gpu-vram-advertiser"
 # Events about a cluster-scoped object (a Node) belong in this namespace.
 EVENTS_NAMESPACE = "default"
 ADVERTISE_COMMAND = ["python", "-m", "webhook", "advertise"]
+# The sweep of the DRA shares' ResourceClaimTemplates: a CronJob and what it may do.
+SWEEP = "gpu-claim-template-sweep"
+SWEEP_COMMAND = ["python", "-m", "webhook", "sweep-claim-templates"]
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 CERT_MANAGER_GROUP = "cert-manager.io"
 # The server sets this one itself, under STATE_DIR (webhook/server/gunicorn_conf.py).
@@ -160,6 +163,11 @@ BASE_OBJECTS = {
     ("Deployment", ADVERTISER),
     ("NetworkPolicy", NAME),
     ("NetworkPolicy", ADVERTISER),
+    ("ServiceAccount", SWEEP),
+    ("ClusterRole", SWEEP),
+    ("ClusterRoleBinding", SWEEP),
+    ("CronJob", SWEEP),
+    ("NetworkPolicy", SWEEP),
 }
 OBJECTS = {
     BASE: BASE_OBJECTS,
@@ -201,11 +209,15 @@ def test_each_build_holds_its_objects_in_the_namespace(target: str) -> None:
         expected = None if kind in CLUSTER_SCOPED else ELSEWHERE.get((kind, name), NAMESPACE)
         assert namespace == expected, describe(manifest)
         labels = manifest["metadata"]["labels"]
-        assert labels["app.kubernetes.io/name"] in (NAME, CERTS, ADVERTISER), describe(manifest)
+        assert labels["app.kubernetes.io/name"] in (NAME, CERTS, ADVERTISER, SWEEP), describe(
+            manifest
+        )
         if name in (ADVERTISER, ADVERTISER_EVENTS):
             # The base's labels name everything gpu-admission-webhook; its replacements give
-            # the advertiser's objects their own name back.
+            # the advertiser's and the sweep's objects their own name back.
             assert labels["app.kubernetes.io/name"] == ADVERTISER, describe(manifest)
+        if name == SWEEP:
+            assert labels["app.kubernetes.io/name"] == SWEEP, describe(manifest)
         assert labels["app.kubernetes.io/part-of"] == NAME, describe(manifest)
 
 
@@ -255,15 +267,23 @@ def test_rules_send_exactly_the_kinds_and_operations_the_core_handles(target: st
         assert sent == expected_rules(), kind
 
 
+# The mutating webhook makes the ResourceClaimTemplates of DRA shares, never on a dry run
+# (webhook/kube/claim_templates.py); the validating one writes nothing.
+SIDE_EFFECTS = {
+    "MutatingWebhookConfiguration": "NoneOnDryRun",
+    "ValidatingWebhookConfiguration": "None",
+}
+
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_webhooks_answer_in_time_without_side_effects(target: str) -> None:
+def test_webhooks_answer_in_time_with_side_effects_only_off_dry_run(target: str) -> None:
     paths = {
         "MutatingWebhookConfiguration": "/mutate",
         "ValidatingWebhookConfiguration": "/validate",
     }
     for kind, webhook in webhooks(target):
         assert "v1" in webhook["admissionReviewVersions"], kind
-        assert webhook["sideEffects"] == "None", kind
+        assert webhook["sideEffects"] == SIDE_EFFECTS[kind], kind
         assert webhook["timeoutSeconds"] < 30, kind
         assert webhook["failurePolicy"] == "Fail", kind
         assert webhook["matchPolicy"] == "Equivalent", kind
@@ -462,11 +482,17 @@ def bound_roles(target: str, service_account: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_server_may_only_read_namespaces_and_nodes(target: str) -> None:
+def test_the_server_may_only_read_namespaces_and_nodes_and_make_claim_templates(
+    target: str,
+) -> None:
     assert pod_spec_of(target, "Deployment", NAME)["serviceAccountName"] == NAME
     assert bound_roles(target, NAME) == [("ClusterRole", NAME)]
     role = find(target, "ClusterRole", NAME)
-    assert rules_of(role) == [(("",), ("namespaces", "nodes"), (), ("get", "list", "watch"))]
+    # Templates: made, and stamped with a merge patch; never listed or deleted (the sweep's).
+    assert rules_of(role) == [
+        (("",), ("namespaces", "nodes"), (), ("get", "list", "watch")),
+        (("resource.k8s.io",), ("resourceclaimtemplates",), (), ("create", "patch")),
+    ]
 
 
 def test_the_certificate_job_may_only_touch_its_secret_and_the_two_configurations() -> None:
@@ -548,16 +574,21 @@ def test_the_policy_configmap_holds_exactly_the_repository_policies() -> None:
 # --- the VRAM advertiser ------------------------------------------------------------------
 
 
-def advertise_options(container: Mapping[str, Any]) -> dict[str, str]:
-    """The options of the advertiser's command line, each a flag and its value."""
+def command_options(container: Mapping[str, Any], expected: list[str]) -> dict[str, str]:
+    """The options of a container's command line after `expected`, each a flag and its value."""
     command: list[str] = container["command"]
-    assert command[: len(ADVERTISE_COMMAND)] == ADVERTISE_COMMAND
+    assert command[: len(expected)] == expected
     assert "args" not in container
-    options = command[len(ADVERTISE_COMMAND) :]
+    options = command[len(expected) :]
     assert len(options) % 2 == 0 and all(flag.startswith("--") for flag in options[::2])
     pairs = dict(zip(options[::2], options[1::2], strict=True))
     assert len(pairs) == len(options) // 2, "an option appears twice"
     return pairs
+
+
+def advertise_options(container: Mapping[str, Any]) -> dict[str, str]:
+    """The options of the advertiser's command line, each a flag and its value."""
+    return command_options(container, ADVERTISE_COMMAND)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -689,6 +720,83 @@ def test_two_advertiser_replicas_spread_apart_from_the_webhook_pods(target: str)
     assert not selector_of(spread["labelSelector"]).matches(webhook_pod_labels)
 
 
+# --- the sweep of ResourceClaimTemplates -------------------------------------------------
+
+
+def sweep_pod_spec(target: str) -> dict[str, Any]:
+    cronjob = find(target, "CronJob", SWEEP)
+    spec: dict[str, Any] = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return spec
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_sweep_may_only_list_what_it_reads_and_delete_templates(target: str) -> None:
+    from webhook.cli.scan import SCANNED_KINDS
+    from webhook.cli.template_sweep import TEMPLATES_PATH
+
+    assert sweep_pod_spec(target)["serviceAccountName"] == SWEEP
+    assert bound_roles(target, SWEEP) == [("ClusterRole", SWEEP)]
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in find(target, "ClusterRole", SWEEP)["rules"]:
+        assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    # Each kind it reads, listed page by page, and the templates it lists and deletes.
+    # Discovery (/api, /apis) is open to every authenticated user (system:discovery).
+    parts = TEMPLATES_PATH.strip("/").split("/")
+    expected = {(group, RESOURCES[group, kind]): {"list"} for group, kind in SCANNED_KINDS}
+    expected[parts[1], parts[-1]] = {"list", "delete"}
+    assert granted == expected
+
+
+def test_the_sweep_runs_one_pass_every_ten_minutes_with_flags_the_command_accepts() -> None:
+    from webhook.cli.main import build_parser
+    from webhook.cli.template_sweep import MIN_GRACE_SECONDS
+
+    cronjob = find(BASE, "CronJob", SWEEP)["spec"]
+    assert cronjob["schedule"] == "*/10 * * * *"
+    assert cronjob["concurrencyPolicy"] == "Forbid"
+    job = cronjob["jobTemplate"]["spec"]
+    # Over before the next pass is due; a failed pass is not retried but read again then.
+    assert job["activeDeadlineSeconds"] < 600
+    assert job["backoffLimit"] == 0
+    pod_spec = job["template"]["spec"]
+    assert pod_spec["restartPolicy"] == "Never"
+    container = only_container(pod_spec)
+    server = only_container(pod_spec_of(BASE, "Deployment", NAME))
+    # The server's image, whose entry point is gunicorn: the command must be set.
+    assert container["image"] == server["image"]
+    options = command_options(container, SWEEP_COMMAND)
+    assert options["--cluster"] == "in-cluster"
+    assert float(options["--grace"]) >= MIN_GRACE_SECONDS
+    args = build_parser().parse_args(container["command"][len(SWEEP_COMMAND) - 1 :])
+    assert (args.command, args.dry_run) == ("sweep-claim-templates", False)
+    # It judges templates by what names them: no policy, no Secret in its pod.
+    volumes = pod_spec.get("volumes", [])
+    assert all(set(volume) == {"name", "emptyDir"} for volume in volumes), volumes
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_sweep_runs_hardened_apart_from_the_webhook_pods(target: str) -> None:
+    pod_spec = sweep_pod_spec(target)
+    assert_hardened(pod_spec, "sweep CronJob")
+    # It talks to the API: templates, pods and workloads.
+    assert pod_spec["automountServiceAccountToken"] is True
+    labels = find(target, "CronJob", SWEEP)["spec"]["jobTemplate"]["spec"]["template"]["metadata"][
+        "labels"
+    ]
+    assert labels == {"app.kubernetes.io/name": SWEEP}
+    service = find(target, "Service", NAME)["spec"]
+    budget = find(target, "PodDisruptionBudget", NAME)["spec"]
+    for selecting, selector in (
+        ("Service", {"matchLabels": service["selector"]}),
+        ("PodDisruptionBudget", budget["selector"]),
+        ("Deployment", find(target, "Deployment", NAME)["spec"]["selector"]),
+    ):
+        assert not selector_of(selector).matches(labels), selecting
+
+
 # --- the NetworkPolicies ------------------------------------------------------------------
 
 # The label the control plane sets on every namespace, its value the namespace's name.
@@ -706,6 +814,7 @@ POLICY_OF_WORKLOAD = {
     ("Deployment", ADVERTISER): ADVERTISER,
     ("Job", CERTS): CERTS,
     ("CronJob", CERTS): CERTS,
+    ("CronJob", SWEEP): SWEEP,
 }
 
 
@@ -791,6 +900,14 @@ def test_the_advertiser_admits_its_metrics_port_from_the_monitoring_namespace_on
 def test_the_certificate_job_admits_nothing_and_reaches_only_the_apiserver() -> None:
     spec = network_policies(SELF_SIGNED)[CERTS]
     assert spec.get("ingress", []) == []
+    assert spec["egress"] == [APISERVER_EGRESS]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_template_sweep_admits_nothing_and_reaches_only_the_apiserver(target: str) -> None:
+    spec = network_policies(target)[SWEEP]
+    assert spec.get("ingress", []) == []
+    # No DNS: the in-cluster client dials KUBERNETES_SERVICE_HOST, an address.
     assert spec["egress"] == [APISERVER_EGRESS]
 
 

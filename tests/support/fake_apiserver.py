@@ -24,6 +24,7 @@ call, answered in the shapes the real API uses, over plain HTTP on 127.0.0.1.
 - `/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates[/{name}]`: POST (201, or 409
   `AlreadyExists`), GET, a merge PATCH, and a DELETE whose `preconditions.resourceVersion` must be
   the stored one (409 `Conflict`); the list, across namespaces too, by a `key=value` labelSelector.
+  With `claim_templates_served = False`, 404 as from a cluster before 1.34.
 
 Every request is recorded with its method, path, query, content type and decoded body. A write
 moves the resourceVersion only when it changes the object, as an apiserver skips no-op writes.
@@ -166,6 +167,8 @@ class FakeApiServer:
         self._webhook_configurations: dict[tuple[str, str], Event] = {}
         self._leases: dict[tuple[str, str], Event] = {}
         self._claim_templates: dict[tuple[str, str], Event] = {}
+        # False: a cluster before 1.34, whose apiserver answers 404 under resource.k8s.io/v1.
+        self.claim_templates_served = True
         self._events: list[Event] = []
         self._forbidden: set[tuple[str, str]] = set()
         self._hooks: list[tuple[str, str, Callable[[], object]]] = []
@@ -1083,7 +1086,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._serve_node_side(url.path, query, content_type, body):
             return
         templates = CLAIM_TEMPLATES_PATH.match(url.path)
-        if templates:
+        if templates and api.claim_templates_served:
             api.run_hooks(self.command, url.path)
             self._send_json(
                 *api.claim_template_request(

@@ -1,8 +1,9 @@
 """`python -m webhook`: the command line, its subcommands and their exit codes.
 
 Exit codes: 0 success; 1 the policies have problems (lint), an object is denied (review), a
-case fails (test), a share does not hold (probe); 2 usage or input errors, reported on stderr
-in one line each, and a probe with no GPU or nothing to measure.
+case fails (test), a share does not hold (probe), a template delete fails
+(sweep-claim-templates); 2 usage or input errors, reported on stderr in one line each, a probe
+with no GPU or nothing to measure, and a scan or sweep that could not read a kind.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from webhook import __version__
-from webhook.cli import advertise, probe
+from webhook.cli import advertise, probe, sweep
 from webhook.cli.errors import USAGE_ERROR, InputError
 from webhook.cli.labels import parse_label_list
 from webhook.cli.lint import run_lint
@@ -62,6 +63,8 @@ def main(
             return advertise.run_advertise(options, stdout=stdout, stderr=stderr)
         if args.command == "probe":
             return probe.run_probe(probe.options_from(args), stdout=stdout, stderr=stderr)
+        if args.command == sweep.COMMAND:
+            return sweep.run_sweep(sweep.options_from(args), stdout=stdout, stderr=stderr)
         return run_tests(
             args.paths, args.policies, stdout=stdout, output=args.output, junit=args.junit
         )
@@ -232,6 +235,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         action="store_true",
         help="count what a Warn or Audit policy would deny under Enforce as denied",
     )
+    sweep.add_parser(commands)
     return parser
 
 

@@ -46,6 +46,14 @@ _HINTS = {
 Get = Callable[[str, Mapping[str, str]], Any]
 
 
+class ErrorAnswer(InputError):
+    """A GET that the API answered with an error: `status` is its HTTP status."""
+
+    def __init__(self, line: str, status: int) -> None:
+        super().__init__(line)
+        self.status = status
+
+
 @dataclass(frozen=True)
 class ScanOptions:
     policies: Path
@@ -83,7 +91,8 @@ def run_scan(options: ScanOptions, *, stdout: TextIO, stderr: TextIO) -> int:
         metadata = item.get("metadata") or {}
         labels[metadata.get("name", "")] = metadata.get("labels") or {}
     source = StaticNamespaceLabels(labels, reason="the namespace was not listed")
-    collections, unserved, refused = served_collections(get)
+    collections, unserved, unanswered = served_collections(get)
+    refused = [f"{kind} not scanned: {why}" for kind, why in unanswered.items()]
     findings: list[Finding] = []
     for collection in collections:
         try:
@@ -116,16 +125,16 @@ def run_scan(options: ScanOptions, *, stdout: TextIO, stderr: TextIO) -> int:
 _RESULTS: tuple[Result, ...] = ("denied", "would-deny", "rewritten", "untouched")
 
 
-def served_collections(get: Get) -> tuple[list[Collection], list[str], list[str]]:
+def served_collections(get: Get) -> tuple[list[Collection], list[str], dict[str, str]]:
     """Each kind the webhook judges, in the version of its group the cluster serves it in (the
     group's preferred version first); the kinds it serves in none; and, for the kinds whose
-    discovery did not answer, why."""
+    discovery did not answer, why, by kind."""
     core = get("/api", {})
     groups = {group.get("name", ""): group for group in get("/apis", {}).get("groups") or []}
     resources = _Resources(get)
     served: list[Collection] = []
     unserved: list[str] = []
-    refused: list[str] = []
+    refused: dict[str, str] = {}
     for group, kind in SCANNED_KINDS:
         if group:
             found = groups.get(group) or {}
@@ -137,7 +146,7 @@ def served_collections(get: Get) -> tuple[list[Collection], list[str], list[str]
         try:
             collection = resources.listed_in(candidates, kind)
         except InputError as error:
-            refused.append(f"{kind} not scanned: {'; '.join(error.lines)}")
+            refused[kind] = "; ".join(error.lines)
             continue
         if collection is None:
             unserved.append(kind)
@@ -168,16 +177,27 @@ class _Resources:
         return None
 
 
-def list_all(get: Get, path: str, page_size: int = PAGE_SIZE) -> Iterator[dict[str, Any]]:
-    """Every item of a collection, page by page."""
+def list_all(
+    get: Get, path: str, page_size: int = PAGE_SIZE, *, label_selector: str = ""
+) -> Iterator[dict[str, Any]]:
+    """Every item of a collection (with `label_selector`, those it selects), page by page."""
     token = ""
     while True:
         query = {"limit": str(page_size)}
+        if label_selector:
+            query["labelSelector"] = label_selector
         if token:
             query["continue"] = token
         page = get(path, query)
-        yield from (item for item in page.get("items") or [] if isinstance(item, dict))
         token = (page.get("metadata") or {}).get("continue") or ""
+        items = list(reversed(page.get("items") or []))
+        # Each item is let go once yielded, and the page before the next one is read: a caller
+        # that keeps little of each item holds at most one page.
+        del page
+        while items:
+            item = items.pop()
+            if isinstance(item, dict):
+                yield item
         if not token:
             return
 
@@ -222,18 +242,28 @@ def _table(findings: list[Finding]) -> str:
 
 
 def _cluster_get(mode: str) -> Get:
-    """GET against the API `mode` selects (see NAMESPACE_LABELS), or InputError saying why
-    there is none."""
-    # Imported here: importing it loads the Kubernetes client.
-    from kubernetes.client.exceptions import ApiException
+    return api_get(cluster_client(mode, "scan"), _HINTS)
 
-    from webhook.kube.api_errors import short_reason
+
+def cluster_client(mode: str, purpose: str) -> Any:
+    """A client of the API `mode` selects (see NAMESPACE_LABELS), or InputError saying why there
+    is none: "no cluster to `purpose`"."""
+    # Imported here: importing it loads the Kubernetes client.
     from webhook.kube.client_config import api_client
     from webhook.policy.namespace_labels import NoCluster
 
     client = api_client(mode)
     if isinstance(client, NoCluster):
-        raise InputError(f"no cluster to scan: {client.reason}")
+        raise InputError(f"no cluster to {purpose}: {client.reason}")
+    return client
+
+
+def api_get(client: Any, hints: Mapping[int, str]) -> Get:
+    """GET with `client`, or InputError saying why there is no answer (ErrorAnswer for an error
+    status, with the hint for it from `hints`)."""
+    from kubernetes.client.exceptions import ApiException
+
+    from webhook.kube.api_errors import short_reason
 
     def get(path: str, query: Mapping[str, str]) -> Any:
         try:
@@ -251,7 +281,7 @@ def _cluster_get(mode: str) -> Get:
         if not 200 <= response.status < 300:
             # The apiserver's own words, from the Status it answered with.
             why = short_reason(ApiException(http_resp=response))
-            raise InputError(f"GET {path}: {why}{_HINTS.get(response.status, '')}")
+            raise ErrorAnswer(f"GET {path}: {why}{hints.get(response.status, '')}", response.status)
         try:
             return json.loads(response.data or b"{}")
         except ValueError:

@@ -28,8 +28,9 @@ from webhook.kube.api_errors import short_reason
 from webhook.policy.defaults import API_GROUP
 
 LAST_NEEDED_ANNOTATION = f"{API_GROUP}/last-needed"
-# Connect and read: well inside the webhook's timeout, which the apiserver holds it to.
-REQUEST_TIMEOUT = (1.0, 3.0)
+# Connect and read, for each of at most two calls: both inside the webhook's 5 s timeout
+# (deploy/base/webhooks.yaml), which the apiserver holds the whole admission to.
+REQUEST_TIMEOUT = (0.5, 1.5)
 FRESH_SECONDS = 60.0
 MAX_REMEMBERED = 10_000
 HTTP_CONFLICT = 409
