@@ -1178,6 +1178,12 @@ def made_up_requests() -> Iterator[Any]:
     pod = copy.deepcopy(_captured("11-create-pod-plain-web"))
     pod["object"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.5gb": "1"}}
     yield pytest.param(pod, True, id="pod-mig-profile")
+    # A DRA share keeps no GPU resource, only the claim and the record: its pods (made from a
+    # rewritten template) and its later UPDATEs must still reach the webhook.
+    for folder in sorted((REPO_ROOT / "tests" / "scenarios" / "dra").glob("*/mutated.json")):
+        request = json.loads((folder.parent / "review.json").read_text())["request"]
+        rewritten = {**request, "object": json.loads(folder.read_text())}
+        yield pytest.param(rewritten, True, id=f"dra-{folder.parent.name}-rewritten")
     # A GPU in a sidecar (an init container that keeps running) only.
     pod = copy.deepcopy(_captured("11-create-pod-plain-web"))
     sidecar = {"name": "probe", "image": "probe", "restartPolicy": "Always"}

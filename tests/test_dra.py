@@ -163,17 +163,19 @@ def test_lint_refuses_a_gpu_config_exactly_where_nvidias_driver_would(
 
 
 @pytest.mark.parametrize(
-    ("mib", "step", "asked"), [(35942, 1, 35942), (35942, 256, 36096), (512, 512, 512)]
+    ("mib", "step", "asked"),
+    [(35942, 1, 35942), (35942, 256, 36097), (512, 512, 513), (513, 512, 513), (1, 256, 1)],
 )
-def test_request_mib_rounds_up_to_the_drivers_step_as_the_allocator_does(
+def test_request_mib_asks_what_the_allocator_consumes_on_a_memory_mode_device(
     mib: int, step: int, asked: int
 ) -> None:
     share = _sized(mib)
     assert request_mib(share, DraSettings("gpu.nvidia.com", request_step_mib=step)) == asked
-    consumed = drivers.consumed_capacity(
-        mib * MIB, value=H200.memory_mib * MIB, default=0, min_=0, max_=None, step=step * MIB
-    )
-    assert consumed == asked * MIB
+    # NVIDIA's memory mode and HAMi's devices: min 1Mi; here with the step the policy names.
+    device = drivers.nvidia_memory_policy("memory", H200.memory_mib * MIB)["memory"]
+    device = {**device, "step": step * MIB}
+    for amount in (mib, asked):
+        assert drivers.consumed_capacity(amount * MIB, **device) == asked * MIB
 
 
 @pytest.mark.parametrize(("mib", "percent"), [(35942, 24), (143771, 100), (100, 1)])
@@ -328,6 +330,8 @@ def test_a_template_that_cannot_be_made_denies_the_object_with_the_reason(
 def test_an_existing_template_is_stamped_as_needed_once_a_minute_not_per_pod(
     api: FakeApiServer,
 ) -> None:
+    """The second writer meets the template as the apiserver stores it (defaults filled in,
+    quantities canonical), and takes it for the one it wants."""
     template = next(obj for obj in review("team-a") if obj["kind"] == "ResourceClaimTemplate")
     template = {**template, "metadata": {**template["metadata"]}}
     del template["metadata"]["namespace"]
@@ -353,6 +357,7 @@ def test_a_template_of_that_name_with_another_spec_is_not_taken_for_ours(
     forged["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {
         "requests": {"memory": "143771Mi"}
     }
+    del forged["metadata"]["annotations"]  # made by hand, from our output
     api.put_claim_template("team-a", forged)
     client = api_client("kubeconfig")
     writer = ClaimTemplateWriter(client)  # type: ignore[arg-type]
@@ -474,3 +479,72 @@ def test_a_pool_moved_onto_dra_keeps_nothing_of_its_old_backend(backend: str) ->
     assert "schedulerName" not in template["spec"]
     assert not set(template["metadata"].get("annotations", {})) & {"gpu-fraction", "gpu-memory"}
     assert "kai.scheduler/queue" not in template["metadata"].get("labels", {})
+
+
+def _first_template() -> dict[str, Any]:
+    template = next(obj for obj in review("team-b") if obj["kind"] == "ResourceClaimTemplate")
+    del template["metadata"]["namespace"]
+    return template
+
+
+def test_a_template_stored_without_its_capacity_is_refused_naming_the_gate(
+    api: FakeApiServer,
+) -> None:
+    api.consumable_capacity = False
+    writer = ClaimTemplateWriter(api_client("kubeconfig"))  # type: ignore[arg-type]
+    problem = writer.ensure("team-b", [_first_template()])
+    assert problem is not None and "DRAConsumableCapacity is off" in problem
+
+
+def test_making_templates_keeps_inside_the_webhooks_timeout(api: FakeApiServer) -> None:
+    writer = ClaimTemplateWriter(api_client("kubeconfig"), budget_seconds=0)  # type: ignore[arg-type]
+    problem = writer.ensure("team-b", [_first_template()])
+    assert problem is not None and "no time was left" in problem
+    assert api.claim_templates() == {}
+
+
+def test_the_policys_selectors_hold_for_every_alternative_of_its_class(tmp_path: Path) -> None:
+    text = (EXAMPLE / "h200-fallback.yaml").read_text()
+    pin = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'"
+    text = text.replace(
+        "      deviceClassName: gpu.nvidia.com\n      firstAvailable:",
+        f'      deviceClassName: gpu.nvidia.com\n      selectors: ["{pin}"]\n      firstAvailable:',
+    )
+    assert pin in text
+    (tmp_path / "policy.yaml").write_text(text)
+    objects = review("team-b", policies=tmp_path)
+    request = template_of(objects, named(objects, "Pod", "sixteen-gib"))["spec"]["spec"]
+    mig, share, whole = request["devices"]["requests"][0]["firstAvailable"]
+    for alternative in (share, whole):
+        assert alternative["selectors"][0]["cel"]["expression"] == pin
+    assert all(s["cel"]["expression"] != pin for s in mig["selectors"])
+
+
+def test_lint_refuses_hami_core_on_nvidias_class(tmp_path: Path) -> None:
+    text = (
+        (EXAMPLE / "hami.yaml")
+        .read_text()
+        .replace("hami-core-gpu.project-hami.io", "gpu.nvidia.com")
+    )
+    (tmp_path / "policy.yaml").write_text(text)
+    out = io.StringIO()
+    assert main(["lint", str(tmp_path)], stdout=out, stderr=io.StringIO()) == 1
+    assert "HAMiCore holds a share only on HAMi's driver, and gpu.nvidia.com" in out.getvalue()
+
+
+DEVICE_CLASSES = EXAMPLE / "cluster" / "deviceclasses.yaml"
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_device_classes_the_examples_ask_validate_and_are_the_ones_asked(
+    version: str,
+) -> None:
+    classes = list(yaml.safe_load_all(DEVICE_CLASSES.read_text()))
+    for device_class in classes:
+        kubernetes_validate.validate(device_class, version, strict=True)
+    names = {device_class["metadata"]["name"] for device_class in classes}
+    for policy in load_policy_directory(EXAMPLE):
+        assert policy.sharing is not None and policy.sharing.dra is not None
+        dra = policy.sharing.dra
+        asked = {dra.device_class_name, *(c.device_class_name for c in dra.first_available)}
+        assert asked <= names, policy.name

@@ -167,6 +167,8 @@ class FakeApiServer:
         self._webhook_configurations: dict[tuple[str, str], Event] = {}
         self._leases: dict[tuple[str, str], Event] = {}
         self._claim_templates: dict[tuple[str, str], Event] = {}
+        # The apiserver's DRAConsumableCapacity gate: off, it drops capacity requests.
+        self.consumable_capacity = True
         # False: a cluster before 1.34, whose apiserver answers 404 under resource.k8s.io/v1.
         self.claim_templates_served = True
         self._events: list[Event] = []
@@ -607,6 +609,7 @@ class FakeApiServer:
                 if problem is not None:
                     return problem
                 key = (namespace, body["metadata"]["name"])
+                body = _stored_template(body, self.consumable_capacity)
                 if key in self._claim_templates:
                     message = f'{resource}.{RESOURCE_GROUP} "{key[1]}" already exists'
                     return 409, status(409, "AlreadyExists", message, {"name": key[1]})
@@ -1001,6 +1004,41 @@ def _unusable_object(body: Any, namespace: str) -> tuple[int, Event] | None:
         )
         return 400, status(400, "BadRequest", message)
     return None
+
+
+def _stored_template(body: Event, consumable_capacity: bool) -> Event:
+    """A ResourceClaimTemplate as the apiserver stores it: each device request defaulted
+    (allocationMode ExactCount, count 1), quantities in canonical form (16384Mi is 16Gi), and
+    capacity requests dropped while DRAConsumableCapacity is off."""
+    stored = _copy(body)
+    devices = ((stored.get("spec") or {}).get("spec") or {}).get("devices") or {}
+    for request in devices.get("requests") or []:
+        for device in [request.get("exactly"), *(request.get("firstAvailable") or [])]:
+            if not isinstance(device, dict):
+                continue
+            device.setdefault("allocationMode", "ExactCount")
+            if device["allocationMode"] == "ExactCount":
+                device.setdefault("count", 1)
+            if not consumable_capacity:
+                device.pop("capacity", None)
+            amounts = (device.get("capacity") or {}).get("requests") or {}
+            for name, amount in amounts.items():
+                amounts[name] = _canonical_quantity(amount)
+    return stored
+
+
+def _canonical_quantity(amount: Any) -> Any:
+    """Mi amounts as the apiserver writes them back: the largest binary suffix that keeps an
+    integer (the only form the webhook writes)."""
+    text = str(amount)
+    if not text.endswith("Mi") or not text[:-2].isdigit():
+        return amount
+    value, suffix = int(text[:-2]), "Mi"
+    for larger in ("Gi", "Ti"):
+        if value % 1024:
+            break
+        value, suffix = value // 1024, larger
+    return f"{value}{suffix}"
 
 
 def _merge(target: Any, patch: Any) -> Any:

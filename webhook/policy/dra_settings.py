@@ -25,6 +25,9 @@ NVIDIA_CONFIG_API = "resource.nvidia.com/v1beta1"
 # The MIG DeviceClass of NVIDIA's driver, which the MIG alternative asks where it names none.
 NVIDIA_MIG_CLASS = "mig.nvidia.com"
 _INTERVALS = ("Default", "Short", "Medium", "Long")
+# The DeviceClasses NVIDIA's driver installs (its chart's deviceclass-*.yaml), and HAMi's.
+NVIDIA_CLASSES = frozenset({"gpu.nvidia.com", NVIDIA_MIG_CLASS, "vfio.gpu.nvidia.com"})
+HAMI_CLASS = "hami-core-gpu.project-hami.io"
 
 
 def read_dra(
@@ -61,6 +64,20 @@ def read_dra(
         first_available=choices,
         attribute_domain=settings.get("attributeDomain", DraSettings.attribute_domain),
     )
+
+
+def hami_core_problems(dra: DraSettings) -> list[str]:
+    """HAMi-core holds a share only where HAMi's driver gives the device; NVIDIA's classes
+    enforce nothing (its kubelet plugin never reads the consumed capacity)."""
+    classes = {dra.device_class_name, *(c.device_class_name for c in dra.first_available)}
+    nvidia = sorted(name for name in classes if name in NVIDIA_CLASSES)
+    if not nvidia:
+        return []
+    return [
+        f"HAMiCore holds a share only on HAMi's driver, and {', '.join(nvidia)} is NVIDIA's, "
+        "which holds no process to its consumable memory: write hardLimit: None, or ask "
+        f"{HAMI_CLASS}"
+    ]
 
 
 def _first_available(

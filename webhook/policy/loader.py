@@ -34,7 +34,7 @@ from webhook.policy.defaults import (
     DEFAULT_GOVERNED_RESOURCES,
     ENV_PLACEHOLDERS,
 )
-from webhook.policy.dra_settings import read_dra
+from webhook.policy.dra_settings import hami_core_problems, read_dra
 from webhook.policy.frameworks import (
     BACKEND_HARD_LIMITS,
     DEFAULT_FRAMEWORKS,
@@ -372,6 +372,9 @@ class _PolicyBuilder:
                 "the model label is set from the pod's model; leave it out here",
             )
         hard_limit = self._hard_limit(block, backend, base)
+        if dra is not None and hard_limit is HardLimit.HAMI_CORE:
+            for problem in hami_core_problems(dra):
+                self.report((*base, "hardLimit"), problem)
         frameworks = self._frameworks(block, base)
         env = self._all_env(block, hard_limit, frameworks, base)
         nodes = self._node_pool(block.get("nodes", {}), placement, (*base, "nodes"))

@@ -18,6 +18,7 @@ from typing import Any
 
 from webhook.engine.backends.mig import smallest_profile
 from webhook.engine.shares import SizedShare
+from webhook.policy.defaults import API_GROUP
 from webhook.policy.model import DraAlternative, DraChoice, DraSettings
 
 CLAIM_API_VERSION = "resource.k8s.io/v1"
@@ -25,6 +26,10 @@ TEMPLATE_KIND = "ResourceClaimTemplate"
 # What marks a template as this product's: the sweep removes only these, once unused.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpu-admission"
+# The digest of the template's spec, which its name is made from: the apiserver stores the
+# spec with defaults and canonical quantities, so a writer that meets the template again
+# compares this rather than the spec.
+SPEC_DIGEST_ANNOTATION = f"{API_GROUP}/spec-digest"
 # The request of the claim (containers use every request of it: they name none).
 REQUEST_NAME = "gpu"
 _SUBREQUEST_NAMES = {
@@ -37,11 +42,18 @@ _CLAIM_PREFIX = "gpu-share-"
 _MAX_CLAIM_NAME = 63
 
 
+# The least memory a request may ask of NVIDIA's and HAMi's devices (their validRange min).
+REQUEST_MIN_MIB = 1
+
+
 def request_mib(share: SizedShare, dra: DraSettings) -> int:
-    """The memory the claim asks: the share rounded up to the driver's step, as the scheduler
-    would round it (and so what the device gives)."""
+    """The memory the claim asks: the share rounded up as the allocator rounds a request, to
+    the range's minimum plus whole steps (consumable_capacity.go, calculateConsumedCapacity),
+    so that the claim asks what the device gives."""
     step = dra.request_step_mib
-    return -(-share.mib // step) * step
+    if share.mib <= REQUEST_MIN_MIB:
+        return REQUEST_MIN_MIB
+    return REQUEST_MIN_MIB + -(-(share.mib - REQUEST_MIN_MIB) // step) * step
 
 
 def cores_percent(share: SizedShare) -> int:
@@ -67,13 +79,15 @@ def claim_template(share: SizedShare, dra: DraSettings) -> tuple[str, dict[str, 
     if config is not None:
         devices["config"] = [config]
     spec = {"spec": {"devices": devices}}
-    name = f"{_CLAIM_PREFIX}{request_mib(share, dra)}mi-{_digest(_canonical(spec))[:10]}"
+    digest = _digest(_canonical(spec))
+    name = f"{_CLAIM_PREFIX}{request_mib(share, dra)}mi-{digest[:10]}"
     template = {
         "apiVersion": CLAIM_API_VERSION,
         "kind": TEMPLATE_KIND,
         "metadata": {
             "name": name,
             "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+            "annotations": {SPEC_DIGEST_ANNOTATION: digest},
         },
         "spec": spec,
     }
@@ -100,7 +114,10 @@ def _alternative(share: SizedShare, dra: DraSettings, choice: DraChoice) -> dict
     if choice.kind is DraAlternative.SHARE:
         return _share_device(share, dra, choice.device_class_name, choice.selectors)
     device: dict[str, Any] = {"deviceClassName": choice.device_class_name}
-    selectors = list(choice.selectors)
+    # The policy's selectors hold for every alternative of its own class (a MIG device is
+    # another class's, whose attributes may differ).
+    own_class = choice.device_class_name == dra.device_class_name
+    selectors = [*(dra.selectors if own_class else ()), *choice.selectors]
     if choice.kind is DraAlternative.MIG:
         profile = smallest_profile(share, share.model.mig_profiles)
         if profile is None:
@@ -141,6 +158,19 @@ def _config(dra: DraSettings, kept: list[DraChoice]) -> dict[str, Any] | None:
             if choice.device_class_name == dra.device_class_name
         ]
     return config
+
+
+def asks_capacity(spec: object) -> bool:
+    """Whether a template's spec asks consumable capacity of any device it requests."""
+    devices = ((spec or {}).get("spec") or {}).get("devices") if isinstance(spec, dict) else None
+    requests = (devices or {}).get("requests") if isinstance(devices, dict) else None
+    for request in requests if isinstance(requests, list) else ():
+        if not isinstance(request, dict):
+            continue
+        asked = [request.get("exactly"), *(request.get("firstAvailable") or ())]
+        if any(isinstance(device, dict) and device.get("capacity") for device in asked):
+            return True
+    return False
 
 
 def _cel(expressions: list[str]) -> list[dict[str, Any]]:
