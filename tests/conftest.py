@@ -21,6 +21,16 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name.upper(), raising=False)
 
 
+@pytest.fixture
+def cluster_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_proxy: None
+) -> Iterator[FakeApiServer]:
+    """A fake Kubernetes API of this test's own, which the kubeconfig in KUBECONFIG names."""
+    with FakeApiServer(token="test-token") as api:
+        monkeypatch.setenv("KUBECONFIG", str(api.write_kubeconfig(tmp_path / "kube" / "config")))
+        yield api
+
+
 @pytest.fixture(scope="session")
 def kube_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeApiServer]:
     """The Kubernetes API the shared servers read namespace labels from. Tests add the

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -281,12 +280,8 @@ def test_validate_accepts_the_claim_and_refuses_a_share_the_mutating_webhook_mis
 
 
 @pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
-    with FakeApiServer() as fake:
-        monkeypatch.setenv("KUBECONFIG", str(fake.write_kubeconfig(tmp_path / "config")))
-        for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-            monkeypatch.delenv(name, raising=False)
-        yield fake
+def api(cluster_api: FakeApiServer) -> FakeApiServer:
+    return cluster_api
 
 
 def _posted(api: FakeApiServer, *, dry_run: bool) -> dict[str, Any]:

@@ -44,20 +44,15 @@ def deployment(name: str, namespace: str, gpu: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeApiServer:
-    api = FakeApiServer(token="scan-token")
-    api.start()
-    monkeypatch.setenv("KUBECONFIG", str(api.write_kubeconfig(tmp_path / "kube" / "config")))
-    for variable in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.setenv(variable, "")
+def cluster(cluster_api: FakeApiServer) -> FakeApiServer:
+    api = cluster_api
     api.add_namespace("ml", {"team": "ml"})
     for index in range(5):
         api.add_workload("/api/v1/pods", pod(f"web-{index}", "ml", {"cpu": "1"}))
     api.add_workload("/api/v1/pods", pod("quarter", "ml", {"nvidia.com/gpu": "250m"}))
     api.add_workload("/api/v1/pods", pod("odd", "ml", {"nvidia.com/gpu": "1.5"}))
     api.add_workload("/apis/apps/v1/deployments", deployment("serve", "ml", "0.5"))
-    yield api
-    api.stop()
+    return api
 
 
 def scan(page_size: int, output: str = "table") -> tuple[int, str, str]:
@@ -92,7 +87,7 @@ def test_scan_lists_every_kind_page_by_page_and_reports_each_object(
     assert all(r.method == "GET" and r.query["limit"] == "3" for r in lists)
     pod_pages = [r.query.get("continue", "") for r in lists if r.path == "/api/v1/pods"]
     assert len(pod_pages) == 3 and pod_pages[0] == "" and all(pod_pages[1:])
-    assert all(r.token == "scan-token" for r in cluster.requests())
+    assert all(r.token == "test-token" for r in cluster.requests())
     assert not [r for r in cluster.requests() if r.method != "GET"], "scan only reads"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,15 +68,9 @@ def deployment(name: str, namespace: str, template: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeApiServer:
-    api = FakeApiServer(token="sweep-token")
-    api.start()
-    monkeypatch.setenv("KUBECONFIG", str(api.write_kubeconfig(tmp_path / "kube" / "config")))
-    for variable in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.setenv(variable, "")
-    api.add_workload(PODS, pod("web", "ml"))
-    yield api
-    api.stop()
+def cluster(cluster_api: FakeApiServer) -> FakeApiServer:
+    cluster_api.add_workload(PODS, pod("web", "ml"))
+    return cluster_api
 
 
 def sweep(*arguments: str) -> tuple[int, str, str]:
@@ -110,7 +103,7 @@ def test_a_template_a_deployment_names_is_kept_and_the_same_name_unused_elsewher
     assert delete.path == template_path("dev", "gpu-share-4096mi-a")
     version = unused["metadata"]["resourceVersion"]
     assert delete.body["preconditions"] == {"resourceVersion": version}
-    assert all(r.token == "sweep-token" for r in cluster.requests())
+    assert all(r.token == "test-token" for r in cluster.requests())
 
 
 def test_a_template_nobody_names_but_needed_within_the_grace_is_kept_and_nothing_else_is_read(

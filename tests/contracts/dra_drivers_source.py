@@ -30,6 +30,9 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from webhook.quantity import QuantityError
+from webhook.quantity import parse_quantity as product_quantity
+
 NVIDIA_REPO = "kubernetes-sigs/dra-driver-nvidia-gpu"
 NVIDIA_COMMIT = "95932046683719c43b6a0dd9613c2e5aad5d6703"
 NVIDIA_DRIVER = "gpu.nvidia.com"
@@ -70,20 +73,6 @@ MAX_INT64 = 2**63 - 1
 # Quantities (k8s.io/apimachinery/pkg/api/resource/quantity.go, vendored v0.36.0)
 # ---------------------------------------------------------------------------------------------
 
-_QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eEinumkKMGTP]*[-+]?[0-9]*)")
-_SUFFIXES: dict[str, Fraction] = {
-    "": Fraction(1),
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 10**3),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    **{f"{p}i": Fraction(2 ** (10 * (i + 1))) for i, p in enumerate("KMGTPE")},
-}
 QUANTITY_FORMAT_ERROR = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )
@@ -91,20 +80,14 @@ QUANTITY_FORMAT_ERROR = (
 
 def parse_quantity(value: object) -> Fraction:
     """`resource.ParseQuantity` / `Quantity.UnmarshalJSON` (quantity.go): a JSON string or
-    number. Raises ValueError with apimachinery's text where Go returns an error."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(QUANTITY_FORMAT_ERROR)
-    text = value.strip() if isinstance(value, str) else repr(value)
-    found = _QUANTITY.fullmatch(text)
-    if found is None:
-        raise ValueError(QUANTITY_FORMAT_ERROR)
-    number, suffix = Fraction(found.group(1)), found.group(2)
-    if suffix in _SUFFIXES:
-        return number * _SUFFIXES[suffix]
-    exponent = re.fullmatch(r"[eE]([-+]?[0-9]+)", suffix)
-    if exponent is None:
-        raise ValueError("unable to parse quantity's suffix")
-    return number * Fraction(10) ** int(exponent.group(1))
+    number. The grammar is the product's own reader of it (webhook/quantity.py, tested against
+    apimachinery's cases in tests/unit/test_quantity.py); where Go returns an error, ValueError
+    with apimachinery's text."""
+    text = value.strip() if isinstance(value, str) else value
+    try:
+        return product_quantity(text)
+    except QuantityError:
+        raise ValueError(QUANTITY_FORMAT_ERROR) from None
 
 
 def quantity_value(value: object) -> int:
