@@ -64,7 +64,8 @@ def choose_model(
             ),
         )
     models = sorted(known.values(), key=lambda m: m.product)
-    if len({model.memory_mib for model in models}) == 1:
+    # Alike where a share sizes the same on each: memory, what the driver keeps, MIG slices.
+    if len({(m.memory_mib, m.reserved_mib, m.mig_profiles) for m in models}) == 1:
         return ModelChoice(models[0], pin=False, how=f"{label} selected by the pod")
     if sharing.default_model in named:
         # The pod allows several cards; measuring against the default one and pinning it

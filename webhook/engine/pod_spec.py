@@ -56,6 +56,9 @@ _encode_compact = _compact_encoder()
 _NOTHING: dict[str, Any] = {}
 
 
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
 def _mapping(node: Mapping[str, Any], key: str, path: Path) -> Mapping[str, Any]:
     value = node.get(key)
     if value is None:
@@ -204,14 +207,11 @@ class PodView:
         path = self.location.spec
         affinity = _mapping(self.spec, "affinity", path)
         node_affinity = _mapping(affinity, "nodeAffinity", (*path, "affinity"))
-        required = _mapping(
-            node_affinity,
-            "requiredDuringSchedulingIgnoredDuringExecution",
-            (*path, "affinity", "nodeAffinity"),
-        )
+        required = _mapping(node_affinity, _REQUIRED, (*path, "affinity", "nodeAffinity"))
         if not required:
             return None
-        return _list(required, "nodeSelectorTerms", (*path, "affinity", "nodeAffinity"))
+        required_path = (*path, "affinity", "nodeAffinity", _REQUIRED)
+        return _list(required, "nodeSelectorTerms", required_path)
 
     def first_container(self) -> Container | None:
         for container in self.containers:

@@ -494,6 +494,8 @@ def _describe_pod_fields(rendering: Rendering | None) -> str:
 
 def unenforced_warning(sharing: Sharing) -> str:
     """Said wherever a share is given that nothing below the scheduler holds."""
-    told = ", ".join(told_their_limit(sharing))
-    said = f"only {told} are told their limit" if told else "no framework is told its limit"
+    frameworks = told_their_limit(sharing)
+    told = ", ".join(frameworks)
+    verb = "is" if len(frameworks) == 1 else "are"
+    said = f"only {told} {verb} told their limit" if told else "no framework is told its limit"
     return f"GPU memory shares are not enforced on these nodes: {said}"

@@ -84,7 +84,7 @@ class ShareRecord:
                     name: ContainerShare(
                         asked=str(entry["asked"]),
                         vram=str(entry["vram"]),
-                        env=tuple(str(name) for name in entry.get("env", ())),
+                        env=_strings(entry.get("env", [])),
                         given=_string_map(entry.get("given", {})),
                         merged=_string_map(entry.get("merged", {})),
                         mib=str(entry.get("mib", "")),
@@ -171,6 +171,14 @@ def _string_map(value: object) -> Mapping[str, str]:
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise TypeError("must map names to strings")
     return value
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    """A list of names: anything else (a string, whose letters would read as names) makes the
+    record unreadable, so the pod is judged afresh and no variable of its user is taken."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise TypeError("must be a list of names")
+    return tuple(value)
 
 
 def _string(value: object) -> str:
