@@ -82,9 +82,7 @@ QUICK = Plan(
 # Each piece of the serving edge, and the settings that turn it off (webhook/server/settings.py).
 EDGE_SWITCHES: dict[str, dict[str, str]] = {
     "the evented front": {"FRONT": "threads"},
-    "held writes": {"HELD_WRITES": "off"},
     "the custom worker": {"WORKER": "gthread"},
-    "batched metrics": {"METRICS_PUBLISH_SECONDS": "0"},
 }
 
 # The longest single run that tops up the requests served before memory is read again.

@@ -1290,7 +1290,7 @@ def test_every_metric_the_alerts_and_the_dashboard_query_is_one_the_server_expor
     from webhook.server.metrics import WebhookMetrics
 
     certificates = ensure_dev_certificates(tmp_path)[0]
-    metrics = WebhookMetrics(certificates.cert, publish_seconds=0)
+    metrics = WebhookMetrics(certificates.cert)
     metrics.shares_rewritten.labels("p", "m").inc()
     metrics.admission_duration.labels("mutate").observe(0.001)
     exported = {

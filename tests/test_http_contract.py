@@ -204,8 +204,8 @@ def test_a_body_just_under_the_cap_is_read(client: WebhookClient) -> None:
 def test_a_client_that_waits_for_100_continue_gets_it_then_its_answer(
     shipped_server: WebhookServer,
 ) -> None:
-    # A response is held and sent in one write (held_writes_tls.py); the interim answer a
-    # client waits for before it sends its body must not be held with it.
+    # The interim answer a client waits for before it sends its body comes before the body is
+    # read, whatever the front holds of the request.
     body = FRACTIONAL_POD_REVIEW.read_bytes()
     head = (
         "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"

@@ -12,14 +12,12 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from webhook.server.admission_log import AdmissionRecord
-from webhook.server.admission_tally import AdmissionTally
 from webhook.server.metrics import (
     DURATION_BUCKETS,
     MULTIPROCESS_DIR_VARIABLE,
     WebhookMetrics,
     kind_label,
 )
-from webhook.server.settings import Settings, SettingsError
 
 # On, between and beyond the bucket bounds: Prometheus buckets count values at or below them.
 DURATIONS = (0.0001, 0.0005, 0.0007, 0.001, 0.003, 0.01, 0.2, 1.0, 2.5, 0.0005, 0.0)
@@ -130,16 +128,16 @@ def test_a_scrape_publishes_what_was_counted_before_it() -> None:
     assert (first[count], second[count]) == (1, 2)
 
 
-def test_counts_from_many_threads_are_all_kept() -> None:
+def test_admissions_counted_from_many_threads_are_all_kept() -> None:
     # Threads switch as often as they can, so that an unguarded read-modify-write loses counts.
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
-    tally = AdmissionTally()
-    per_thread, threads = 5000, 8
+    metrics = WebhookMetrics()
+    per_thread, threads = 1000, 8
 
     def count() -> None:
         for _ in range(per_thread):
-            tally.count(("mutate", "Pod", "allowed", ""), "mutate", 0.001)
+            metrics.admitted(record(*ANSWERS[0], 0.001))
 
     try:
         workers = [threading.Thread(target=count) for _ in range(threads)]
@@ -149,10 +147,16 @@ def test_counts_from_many_threads_are_all_kept() -> None:
             worker.join()
     finally:
         sys.setswitchinterval(interval)
-    tallied = tally.take()
-    assert tallied.counts == {("mutate", "Pod", "allowed", ""): per_thread * threads}
-    assert len(tallied.durations["mutate"]) == per_thread * threads
-    assert tally.take().counts == {}
+    labels = {"endpoint": "mutate", "kind": "Pod", "verdict": "patched", "policy": "default"}
+    registry = metrics.registry
+    total = per_thread * threads
+    assert registry.get_sample_value("gpu_webhook_admissions_total", labels) == total
+    assert (
+        registry.get_sample_value(
+            "gpu_webhook_admission_duration_seconds_count", {"endpoint": "mutate"}
+        )
+        == total
+    )
 
 
 def test_a_scrape_says_what_the_outcome_caches_hold() -> None:
@@ -165,28 +169,27 @@ def test_a_scrape_says_what_the_outcome_caches_hold() -> None:
     assert b"\ngpu_webhook_outcome_cache_bytes 99.0\n" in body
 
 
-@pytest.mark.parametrize(("publish_seconds", "at_once"), [(0.0, 1.0), (1.0, None)])
-def test_with_publishing_off_each_admission_is_in_the_metrics_at_once(
-    publish_seconds: float, at_once: float | None
-) -> None:
-    metrics = WebhookMetrics(publish_seconds=publish_seconds)
+def test_each_admission_is_in_the_metrics_at_once() -> None:
+    metrics = WebhookMetrics()
     metrics.admitted(record(*ANSWERS[0], 0.002))
     metrics.rejected("validate")
     labels = {"endpoint": "mutate", "kind": "Pod", "verdict": "patched", "policy": "default"}
-    # Read without a scrape, which would publish what was counted.
     registry = metrics.registry
-    assert registry.get_sample_value("gpu_webhook_admissions_total", labels) == at_once
-    assert registry.get_sample_value(
-        "gpu_webhook_admission_duration_seconds_count", {"endpoint": "mutate"}
-    ) == (at_once or 0.0)
+    assert registry.get_sample_value("gpu_webhook_admissions_total", labels) == 1.0
+    assert (
+        registry.get_sample_value(
+            "gpu_webhook_admission_duration_seconds_count", {"endpoint": "mutate"}
+        )
+        == 1.0
+    )
     bad = {"endpoint": "validate", "kind": "", "verdict": "bad_request", "policy": ""}
-    assert registry.get_sample_value("gpu_webhook_admissions_total", bad) == (at_once or 0.0)
+    assert registry.get_sample_value("gpu_webhook_admissions_total", bad) == 1.0
 
 
 def test_a_metrics_fault_in_the_request_is_logged_not_raised(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    metrics = WebhookMetrics(publish_seconds=0)
+    metrics = WebhookMetrics()
 
     def full_disk(*_: object) -> None:
         raise OSError(28, "No space left on device")
@@ -197,18 +200,8 @@ def test_a_metrics_fault_in_the_request_is_logged_not_raised(
     assert "No space left on device" in caplog.text
 
 
-def test_metrics_publish_seconds_is_read() -> None:
-    assert Settings.from_environ({}).metrics_publish_seconds == 1.0
-    assert Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0"}).metrics_publish_seconds == 0
-    chosen = Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0.25"})
-    assert chosen.metrics_publish_seconds == 0.25
-    with pytest.raises(SettingsError, match="METRICS_PUBLISH_SECONDS"):
-        Settings.from_environ({"METRICS_PUBLISH_SECONDS": "0.001"})
-    # What it refuses: test_policy_store's test_a_bad_interval_is_refused.
-
-
 def test_shares_rewritten_are_counted_by_policy_and_model() -> None:
-    metrics = WebhookMetrics(publish_seconds=0)
+    metrics = WebhookMetrics()
     metrics.admitted(record("mutate", "", "Pod", "patched", "default", 0.001, "Tesla-T4"))
     metrics.admitted(
         record("mutate", "apps", "Deployment", "patched", "default", 0.001, "Tesla-T4")

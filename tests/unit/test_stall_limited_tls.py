@@ -143,10 +143,8 @@ def test_non_blocking_stays_non_blocking(
 # What the served connections are, as the gunicorn configuration picks it from the setting.
 SERVING_SOCKET = """
 from webhook.server import gunicorn_conf
-from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.stall_limited_tls import StallLimitedSSLSocket
 served = gunicorn_conf._serving_socket
-assert issubclass(served, WriteHoldingSSLSocket)
 limited = issubclass(served, StallLimitedSSLSocket)
 print(served.stall_seconds if limited else "off")
 """

@@ -50,9 +50,7 @@ def create_app(
     raises PolicyLoadError, so a server never starts on a half-read policy. Namespace labels
     come from the Kubernetes API as settings.namespace_labels says, unless given."""
     settings = settings or Settings.from_environ()
-    metrics = WebhookMetrics(
-        settings.cert_file, cached_bytes, publish_seconds=settings.metrics_publish_seconds
-    )
+    metrics = WebhookMetrics(settings.cert_file, cached_bytes)
     observers: list[ReloadObserver] = [metrics]
     labels = namespace_labels
     if labels is None:

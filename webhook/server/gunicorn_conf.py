@@ -19,8 +19,7 @@ Each worker builds its TLS context once, and again only when the certificate fil
 (tls_context.py): gunicorn's own hook builds one, CA store included, for every connection. The
 master loads the pair once before it forks, so a pair that does not load stops startup. Its
 connections drop a client that stays silent within a handshake or a request for
-CLIENT_STALL_SECONDS (stall_limited_tls.py), which would otherwise hold a thread for good, and
-send each response in one write (held_writes_tls.py).
+CLIENT_STALL_SECONDS (stall_limited_tls.py), which would otherwise hold a thread for good.
 
 Workers are gthread workers that serve a kept-alive connection's next request on the same
 thread, and share the apiserver's few kept-alive connections out evenly (worker/).
@@ -46,7 +45,6 @@ from webhook.bind_address import parse_bind
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
 from webhook.server.admission_log import admission_lines
-from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.log_format import formatter_for
 from webhook.server.settings import Settings, SettingsError
 from webhook.server.stall_limited_tls import stall_limited
@@ -89,11 +87,10 @@ _created_state_dirs: list[Path] = []
 _tls_contexts = TLSContextCache()
 # Made here, in the master before it forks, so that all its workers share it.
 _connection_table = ConnectionTable()
-_socket_base = WriteHoldingSSLSocket if _settings.held_writes == "on" else ssl.SSLSocket
 _serving_socket = (
-    stall_limited(_settings.client_stall_seconds, _socket_base)
+    stall_limited(_settings.client_stall_seconds, ssl.SSLSocket)
     if _settings.client_stall_seconds
-    else _socket_base
+    else ssl.SSLSocket
 )
 
 
@@ -140,15 +137,6 @@ def ssl_context(
 
 def pre_fork(server: Any, worker: Any) -> None:
     _connection_table.seat(worker, server.WORKERS.values())
-
-
-def worker_exit(server: Any, worker: Any) -> None:
-    # Now rather than only at exit: a request thread still running keeps the interpreter from
-    # exiting, and a worker past its timeout is killed a second after it is told to stop.
-    extensions = getattr(getattr(worker, "wsgi", None), "extensions", {})
-    metrics = extensions.get("metrics")
-    if metrics is not None:
-        metrics.publish()
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -5,11 +5,10 @@ into the state directory before it forks, each worker writes its values there, a
 endpoint merges them all, whichever worker answers. Without that variable (an app built in a
 test) the metrics live in a registry of their own.
 
-Admissions are counted in the worker's memory first (admission_tally.py) and added to the
-metrics in a batch: before this worker answers a scrape, every `publish_seconds`
-(METRICS_PUBLISH_SECONDS, 1 s by default), and when the worker exits. A scrape answered by one
-worker may so miss the last second of another's. With 0 each admission is added at once, in
-the request: the benchmark's comparison of what the batching buys.
+Each admission is added to the metrics in its request, so that a scrape answered by any worker
+counts every admission answered before it. (Counting in the worker's memory and adding in
+batches once a second measured 0.95x of this in the benchmark: within its run-to-run noise,
+and a scrape missed up to a second of another worker's admissions.)
 
 prometheus_client picks its value storage when it is first imported, so nothing in the master
 may import it before PROMETHEUS_MULTIPROC_DIR is set.
@@ -35,15 +34,16 @@ from webhook.engine.workloads import POD_TEMPLATE_LOCATIONS
 from webhook.periodically import Periodically
 from webhook.policy.store import ReloadResult, ReloadStatus, ServedSet
 from webhook.server.admission_log import AdmissionRecord, Endpoint
-from webhook.server.admission_tally import AdmissionTally
 from webhook.server.serving_certificate import CertificateExpiry
 
 log = logging.getLogger("webhook")
 
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
-# The tally keys rewritten shares by this first part, admissions by their four labels; both
-# are added to their counters when the tally is published, not in the request.
+# Counter children are kept by their labels: rewritten shares led by this first part,
+# admissions by their four labels.
 SHARES = "shares"
+# How often a worker's gauges (its caches' bytes) are brought up to date in the shared files.
+GAUGE_SECONDS = 1.0
 ENDPOINTS: tuple[Endpoint, ...] = ("mutate", "validate")
 # Most answers take well under a millisecond; the apiserver gives up after timeoutSeconds.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -71,10 +71,7 @@ class WebhookMetrics:
         self,
         cert_file: Path | None = None,
         cached_bytes: Callable[[], int] | None = None,
-        *,
-        publish_seconds: float = 1.0,
     ) -> None:
-        self.publish_seconds = publish_seconds
         multiprocess_dir = os.environ.get(MULTIPROCESS_DIR_VARIABLE)
         self._shared = bool(multiprocess_dir)
         if multiprocess_dir:
@@ -166,8 +163,7 @@ class WebhookMetrics:
         self._admission_counts: dict[tuple[str, ...], Any] = {}
         for endpoint in ENDPOINTS:
             self._count((endpoint, "", "bad_request", ""))
-        self._tally = AdmissionTally()
-        self._publisher: Periodically | None = None
+        self._gauges: Periodically | None = None
 
     def policies_observed(
         self, result: ReloadResult | None, current: ServedSet, status: ReloadStatus
@@ -181,68 +177,49 @@ class WebhookMetrics:
 
     def admitted(self, record: AdmissionRecord) -> None:
         kind = kind_label(record.group, record.kind)
-        labels = (record.endpoint, kind, record.verdict, record.policy)
-        if self.publish_seconds:
-            self._tally.count(labels, record.endpoint, record.seconds)
-            if record.model:
-                self._tally.count((SHARES, record.policy, record.model), None, 0.0)
-        else:
-            self._add_at_once(labels, record.endpoint, record.seconds)
-            if record.model:
-                self._add_at_once((SHARES, record.policy, record.model), None, 0.0)
+        self._add((record.endpoint, kind, record.verdict, record.policy), record.endpoint, record)
+        if record.model:
+            self._add((SHARES, record.policy, record.model), None, record)
 
     def rejected(self, endpoint: Endpoint) -> None:
-        labels = (endpoint, "", "bad_request", "")
-        if self.publish_seconds:
-            self._tally.count(labels, None, 0.0)
-        else:
-            self._add_at_once(labels, None, 0.0)
+        self._add((endpoint, "", "bad_request", ""), None, None)
 
-    def _add_at_once(self, labels: tuple[str, ...], histogram: str | None, seconds: float) -> None:
-        """In the request, with METRICS_PUBLISH_SECONDS=0: a fault is logged, as publish does,
-        and never reaches the answer."""
+    def _add(
+        self, labels: tuple[str, ...], histogram: str | None, record: AdmissionRecord | None
+    ) -> None:
+        """In the request: a fault (a full disk under the metrics files) is logged, and never
+        reaches the answer."""
         try:
             self._count(labels).inc()
-            if histogram is not None:
-                self._durations[cast(Endpoint, histogram)].observe(seconds)
+            if histogram is not None and record is not None:
+                self._durations[cast(Endpoint, histogram)].observe(record.seconds)
         except Exception:
             log.exception("could not update the admission metrics")
 
     def start_publishing(self) -> None:
-        """Add counted admissions to the shared metrics every `publish_seconds`, from a thread
-        of this process, and when it exits. Only where workers share metrics files: otherwise
-        every scrape reads this process's own counts, published as it renders them. With
-        admissions added at once, the thread still keeps this worker's gauges (the outcome
-        cache's bytes) fresh every second."""
-        if self._shared and self._publisher is None:
-            self._publisher = Periodically(
-                self.publish_seconds or 1.0,
-                self.publish,
-                "publishing the admission metrics",
-                thread_name="metrics-publisher",
-                last_act=True,
+        """Keep this worker's gauges fresh in the shared files every GAUGE_SECONDS, from a
+        thread of this process. Only where workers share metrics files: otherwise a scrape
+        reads them as it renders."""
+        if self._shared and self._gauges is None:
+            self._gauges = Periodically(
+                GAUGE_SECONDS,
+                self.refresh_gauges,
+                "refreshing the metrics gauges",
+                thread_name="metrics-gauges",
+                last_act=False,
             )
-            self._publisher.start()
+            self._gauges.start()
 
-    def publish(self) -> None:
-        """Add what was counted since the last call to the metrics. A fault (a full disk under
-        the metrics files) is logged and never reaches an answer."""
-        tallied = self._tally.take()
+    def refresh_gauges(self) -> None:
         try:
             if self._cached_bytes is not None:
                 self.outcome_cache_bytes.set(self._cached_bytes())
-            for labels, times in tallied.counts.items():
-                self._count(labels).inc(times)
-            for endpoint, durations in tallied.durations.items():
-                child = self._durations[cast(Endpoint, endpoint)]
-                for seconds in durations:
-                    child.observe(seconds)
         except Exception:
-            log.exception("could not update the admission metrics")
+            log.exception("could not update the metrics gauges")
 
     def _count(self, labels: tuple[str, ...]) -> Any:
-        """The counter child a tallied key stands for: a share rewritten (led by SHARES), or
-        an admission."""
+        """The counter child of these labels: a share rewritten (led by SHARES), or an
+        admission."""
         child = self._admission_counts.get(labels)
         if child is None:
             counter = self.shares_rewritten if labels[0] == SHARES else self.admissions
@@ -252,7 +229,7 @@ class WebhookMetrics:
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition in the format `accept` asks for (Prometheus text by default)."""
-        self.publish()
+        self.refresh_gauges()
         encode, content_type = choose_encoder(accept or "")
         return encode(self.registry), content_type
 

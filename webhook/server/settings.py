@@ -37,8 +37,6 @@ class Settings:
     log_level: str = "info"
     # json: one JSON object per line, for a log pipeline; text: gunicorn's layout, for a terminal.
     log_format: str = "json"
-    # How often a worker adds the admissions it counted to the shared metrics; 0: each at once.
-    metrics_publish_seconds: float = 1.0
     # host:port of the plain-HTTP metrics port (the master serves every worker's); "" for none.
     metrics_bind: str = ""
     max_body_bytes: int = MAX_BODY_BYTES
@@ -68,9 +66,8 @@ class Settings:
     max_connections: int = 500
     # Switches for the benchmark's comparison of what each piece of the serving edge buys:
     # keepalive: worker/thread_worker.py; gthread: gunicorn's own worker (no front, no
-    # balancing, no next request on the same thread). held_writes off: a write per send.
+    # balancing, no next request on the same thread).
     worker: str = "keepalive"
-    held_writes: str = "on"
     # on: /readyz on the admission port shows what the metrics port's /status does, for a
     # server only trusted clients reach (a test, a debugging session on loopback).
     readyz_details: bool = False
@@ -90,9 +87,6 @@ class Settings:
             log_level=_choice(env, "LOG_LEVEL", defaults.log_level, LOG_LEVELS),
             log_format=_choice(env, "LOG_FORMAT", defaults.log_format, LOG_FORMATS),
             metrics_bind=_bind(env, "METRICS_BIND", defaults.metrics_bind),
-            metrics_publish_seconds=_seconds(
-                env, "METRICS_PUBLISH_SECONDS", defaults.metrics_publish_seconds, shortest=0.01
-            ),
             policy_reload_seconds=_seconds(
                 env, "POLICY_RELOAD_SECONDS", defaults.policy_reload_seconds, shortest=0.01
             ),
@@ -119,7 +113,6 @@ class Settings:
             ),
             max_connections=_positive_int(env, "MAX_CONNECTIONS", defaults.max_connections),
             worker=_choice(env, "WORKER", defaults.worker, WORKERS),
-            held_writes=_choice(env, "HELD_WRITES", defaults.held_writes, ON_OFF),
             readyz_details=_choice(env, "READYZ_DETAILS", "off", ON_OFF) == "on",
         )
 

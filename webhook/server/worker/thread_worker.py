@@ -14,9 +14,6 @@ that the sibling takes the connection; if it is still waiting after that, this w
 so a busy or dead sibling never keeps a client waiting for long. The counts live in a table the
 master shares with its workers (connection_table.py).
 
-A response goes out in one write: a TLS socket that can hold writes (held_writes_tls.py) holds
-them while the request is served, and sends them when it is done.
-
 With the evented front (front.py, FRONT=evented, the default), no pool thread ever waits on a
 client: the main thread does the TLS handshakes and reads each request whole before a thread
 takes it, and a pool thread goes on to a connection's next request only when that has arrived
@@ -41,7 +38,6 @@ from typing import Any
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from webhook.server.front_refusals import REFUSALS_HOOK
-from webhook.server.held_writes_tls import WriteHoldingSSLSocket
 from webhook.server.settings import Settings
 from webhook.server.worker.connection_table import WorkerRow
 from webhook.server.worker.front import Front, FrontLimits
@@ -210,23 +206,6 @@ class KeepAliveThreadWorker(ThreadWorker):
             unreader.unread(bytes(arrived))
             conn.sock.setblocking(True)
         return front.whole(conn)
-
-    def handle_request(self, req: Any, conn: TConn) -> Any:
-        sock = conn.sock
-        if not isinstance(sock, WriteHoldingSSLSocket):
-            return super().handle_request(req, conn)
-        sock.hold_writes()
-        try:
-            keepalive = super().handle_request(req, conn)
-        except BaseException:
-            # gthread answers or closes as it would have; what the response had written goes
-            # first, if the client is still there to read it.
-            with contextlib.suppress(OSError):
-                sock.send_held()
-            raise
-        # A client gone by now fails here as it would have on the write itself.
-        sock.send_held()
-        return keepalive
 
     def _next_request_is_prompt(self, conn: TConn) -> bool:
         if isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
