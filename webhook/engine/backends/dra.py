@@ -24,7 +24,7 @@ from webhook.engine.backends.rendering import (
 from webhook.engine.findings import ShareIntent, Violation, WholeGpu
 from webhook.engine.pod_spec import PodView
 from webhook.engine.shares import SizedShare
-from webhook.policy.model import DraAlternative, DraSettings, HardLimit
+from webhook.policy.model import DraSettings, HardLimit
 
 
 class DraBackend(ShareBackend):
@@ -73,19 +73,21 @@ class DraBackend(ShareBackend):
             container = share.intent.container.name
             template_name, template = claim_template(share, self.dra)
             claim = ClaimRendering(claim_name(container), template_name, template)
-            described = f"claim {claim.name} ({self._described(share)})"
+            described = f"claim {claim.name} ({_described(share, self.dra, template)})"
             containers[container] = ContainerRendering({}, described, claim=claim)
         return Rendering(containers)
 
-    def _described(self, share: SizedShare) -> str:
-        """What the claim asks, in one short phrase for the warning and the audit annotation."""
-        dra = self.dra
-        asked = f"{request_mib(share, dra)}Mi of {dra.device_class_name}"
-        if not dra.first_available:
-            return asked
-        said = {DraAlternative.MIG: "MIG", DraAlternative.SHARE: f"{request_mib(share, dra)}Mi"}
-        kinds = [said.get(choice.kind, "whole") for choice in dra.first_available]
-        return f"first of {', '.join(kinds)}"
+
+def _described(share: SizedShare, dra: DraSettings, template: Mapping[str, Any]) -> str:
+    """What the claim asks, in one short phrase for the warning and the audit annotation: the
+    alternatives the template kept (a MIG one no profile holds is left out)."""
+    asked = f"{request_mib(share, dra)}Mi"
+    if not dra.first_available:
+        return f"{asked} of {dra.device_class_name}"
+    request = template["spec"]["spec"]["devices"]["requests"][0]
+    said = {"mig": "MIG", "share": asked, "whole": "whole"}
+    kept = [said[alternative["name"]] for alternative in request["firstAvailable"]]
+    return f"first of {', '.join(kept)}"
 
 
 def _pod_claims(pod: PodView) -> Mapping[str, Any]:
@@ -94,14 +96,4 @@ def _pod_claims(pod: PodView) -> Mapping[str, Any]:
         entry["name"]: entry
         for entry in pod.resource_claims()
         if isinstance(entry, dict) and isinstance(entry.get("name"), str)
-    }
-
-
-def pod_claim_templates(pod: PodView) -> Mapping[str, str | None]:
-    """Each pod claim's template name (None where it names a claim rather than a template)."""
-    return {
-        name: entry.get("resourceClaimTemplateName")
-        if isinstance(entry.get("resourceClaimTemplateName"), str)
-        else None
-        for name, entry in _pod_claims(pod).items()
     }

@@ -133,7 +133,9 @@ def _share_device(
     share: SizedShare, dra: DraSettings, device_class: str, own: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     device: dict[str, Any] = {"deviceClassName": device_class}
-    selectors = [*dra.selectors, *own]
+    # The policy's selectors hold for its own class (another class's attributes may differ).
+    ours = dra.selectors if device_class == dra.device_class_name else ()
+    selectors = [*ours, *own]
     if selectors:
         device["selectors"] = _cel(selectors)
     requests = {dra.memory_capacity: f"{request_mib(share, dra)}Mi"}
@@ -152,11 +154,10 @@ def _config(dra: DraSettings, kept: list[DraChoice]) -> dict[str, Any] | None:
         "opaque": {"driver": dra.config["driver"], "parameters": dra.config["parameters"]}
     }
     if any(choice.device_class_name != dra.device_class_name for choice in kept):
-        config["requests"] = [
-            f"{REQUEST_NAME}/{_SUBREQUEST_NAMES[choice.kind]}"
-            for choice in kept
-            if choice.device_class_name == dra.device_class_name
-        ]
+        own = [c for c in kept if c.device_class_name == dra.device_class_name]
+        if not own:
+            return None  # an empty list would mean every request
+        config["requests"] = [f"{REQUEST_NAME}/{_SUBREQUEST_NAMES[c.kind]}" for c in own]
     return config
 
 

@@ -185,7 +185,8 @@ class KaiBackend(ShareBackend):
                 described = f"{written[0]}={written[1]} (capped at {limit} MiB)"
             containers[intent.container.name] = ContainerRendering({}, described)
             named = FRACTION_CONTAINER_ANNOTATION in pod.annotations
-            if named or intent.container is not pod.first_container():
+            first = pod.first_container()
+            if named or first is None or intent.container.path != first.path:
                 # KAI gives the share to the container this names: the share's own.
                 annotations[FRACTION_CONTAINER_ANNOTATION] = intent.container.name
         return Rendering(

@@ -122,7 +122,8 @@ def _no_profile(share: SizedShare, offered: tuple[MigProfile, ...] | None) -> Vi
             f"({listed}; {elsewhere.name} would): ask for less, or have a node partitioned "
             "with a larger profile",
         )
-    profiles = offered if offered is not None else model.mig_profiles
+    # Where the nodes offer no profile this backend can give, the catalogue's say what would.
+    profiles = offered or model.mig_profiles
     if not profiles:
         return Violation(
             "no-mig-profile",
