@@ -5,9 +5,7 @@ still answers the request in flight."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 import signal
 import socket
 import ssl
@@ -16,7 +14,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
@@ -164,58 +162,6 @@ def test_requests_on_more_connections_than_threads_are_all_answered(mounted: Mou
     with ThreadPoolExecutor(clients) as pool:
         workers = list(pool.map(keep_asking, range(clients)))
     assert len(set(workers)) == 2
-
-
-_TLS_APPLICATION_DATA = 23
-
-
-def test_a_response_arrives_in_one_tls_record(mounted: Mounted) -> None:
-    # TLS 1.2, so that the only application-data records are the server's writes (TLS 1.3
-    # sends its session tickets as application data too), read off the wire by hand.
-    server = mounted.server
-    context = ssl.create_default_context(cafile=str(server.certificates.ca_cert))
-    context.maximum_version = ssl.TLSVersion.TLSv1_2
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
-
-        def exchange_until(done: Callable[[], object]) -> bytes:
-            received = b""
-            while True:
-                try:
-                    if done():
-                        raw.sendall(outgoing.read())
-                        return received
-                except ssl.SSLWantReadError:
-                    pass
-                raw.sendall(outgoing.read())
-                data = raw.recv(65536)
-                assert data, "the server closed the connection"
-                received += data
-                incoming.write(data)
-
-        exchange_until(lambda: tls.do_handshake() or True)
-        uid = str(uuid.uuid4())
-        tls.write(post_mutate(review_body(uid)))
-        reply = b""
-
-        def whole_reply() -> bool:
-            nonlocal reply
-            with contextlib.suppress(ssl.SSLWantReadError):
-                while data := tls.read(65536):
-                    reply += data
-            head, _, body = reply.partition(b"\r\n\r\n")
-            length = re.search(rb"(?i)content-length: (\d+)", head)
-            return length is not None and len(body) == int(length.group(1))
-
-        wire = exchange_until(whole_reply)
-    records, offset = [], 0
-    while offset < len(wire):
-        kind, length = wire[offset], int.from_bytes(wire[offset + 3 : offset + 5], "big")
-        records.append(kind)
-        offset += 5 + length
-    assert records == [_TLS_APPLICATION_DATA]
-    check_answer(reply.partition(b"\r\n\r\n")[2], uid)
 
 
 def post_mutate(body: bytes) -> bytes:

@@ -7,13 +7,13 @@ import re
 
 import pytest
 
-from webhook.server.settings import Settings, SettingsError
-from webhook.server.worker.request_framing import (
+from webhook.server.edge.request_framing import (
     Arrival,
     FramingLimits,
     RequestArrival,
     request_path,
 )
+from webhook.server.settings import Settings, SettingsError
 
 HEAD = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 CHUNKED = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.server import REPO_ROOT
 from webhook.certs.directory import ensure_dev_certificates
-from webhook.server.stall_limited_tls import stall_limited
+from webhook.server.edge.stall_limited_tls import stall_limited
 
 STALL_SECONDS = 0.3
 
@@ -143,8 +143,8 @@ def test_non_blocking_stays_non_blocking(
 # What the served connections are, as the gunicorn configuration picks it from the setting.
 SERVING_SOCKET = """
 from webhook.server import gunicorn_conf
-from webhook.server.stall_limited_tls import StallLimitedSSLSocket
-served = gunicorn_conf._serving_socket
+from webhook.server.edge.stall_limited_tls import StallLimitedSSLSocket
+served = gunicorn_conf._master.serving_socket
 limited = issubclass(served, StallLimitedSSLSocket)
 print(served.stall_seconds if limited else "off")
 """

@@ -25,7 +25,7 @@ from webhook.certs import (
     write_private_key,
 )
 from webhook.certs.pem import certificate_pem, key_pem
-from webhook.server.tls_context import LOAD_ATTEMPTS, TLSContextCache
+from webhook.server.edge.tls_context import LOAD_ATTEMPTS, TLSContextCache
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from webhook.kube.label_modes import MODES as NAMESPACE_LABEL_MODES
 MAX_BODY_BYTES = 8 * 2**20
 LOG_FORMATS = ("json", "text")
 FRONTS = ("evented", "threads")
-WORKERS = ("keepalive", "gthread")
+WORKERS = ("keepalive", "gthread", "gevent")
 ON_OFF = ("on", "off")
 # gunicorn's levels; it would take any other word for info without a word.
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -65,8 +65,9 @@ class Settings:
     # Open connections per worker; at the cap the oldest idle one is closed for a new one.
     max_connections: int = 500
     # Switches for the benchmark's comparison of what each piece of the serving edge buys:
-    # keepalive: worker/thread_worker.py; gthread: gunicorn's own worker (no front, no
-    # balancing, no next request on the same thread).
+    # keepalive: edge/worker.py; gthread: gunicorn's own worker (no front, no balancing, no
+    # next request on the same thread); gevent: gunicorn's stock evented worker (gevent is a
+    # development requirement only).
     worker: str = "keepalive"
     # on: /readyz on the admission port shows what the metrics port's /status does, for a
     # server only trusted clients reach (a test, a debugging session on loopback).

@@ -39,13 +39,13 @@ from typing import Any
 from gunicorn import http
 from gunicorn import sock as gunicorn_sock
 
-from webhook.server.front_refusals import Refused
-from webhook.server.worker.request_framing import (
+from webhook.server.edge.request_framing import (
     Arrival,
     FramingLimits,
     RequestArrival,
     request_path,
 )
+from webhook.server.edge.served_app import Refused
 
 RECV_BYTES = 64 * 1024
 # Read from one connection per wake-up at most, so that a client that sends fast (a body

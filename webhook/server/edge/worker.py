@@ -37,10 +37,10 @@ from typing import Any
 
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-from webhook.server.front_refusals import REFUSALS_HOOK
+from webhook.server.edge.connection_table import WorkerRow
+from webhook.server.edge.front import Front, FrontLimits
+from webhook.server.edge.served_app import refusal_callback
 from webhook.server.settings import Settings
-from webhook.server.worker.connection_table import WorkerRow
-from webhook.server.worker.front import Front, FrontLimits
 
 # How long a pool thread waits for the next request on its connection, checking between
 # slices (poll counts in milliseconds) whether another connection waits for a thread. A client
@@ -141,11 +141,11 @@ class KeepAliveThreadWorker(ThreadWorker):
 
     def _refused_at_front(self, path: str, status: int | None, reason: str) -> None:
         """Runs on the worker's main thread, in its poll loop: nothing may escape it."""
-        hook = getattr(self.wsgi, "extensions", {}).get(REFUSALS_HOOK)
-        if hook is None:
+        refused = refusal_callback(self.wsgi)
+        if refused is None:
             return
         try:
-            hook(path, status, reason)
+            refused(path, status, reason)
         except Exception:
             self.log.exception("counting a request the front refused failed")
 
