@@ -82,7 +82,9 @@ QUICK = Plan(
 # Each piece of the serving edge, and the settings that turn it off (webhook/server/settings.py).
 EDGE_SWITCHES: dict[str, dict[str, str]] = {
     "the evented front": {"FRONT": "threads"},
-    "the custom worker": {"WORKER": "gthread"},
+    # The whole edge against gunicorn's stock workers (the front runs only in the edge's).
+    "the edge, against stock gthread": {"WORKER": "gthread"},
+    "the edge, against stock gevent": {"WORKER": "gevent"},
 }
 
 # The longest single run that tops up the requests served before memory is read again.
