@@ -44,7 +44,7 @@ def run_suites(worker: str) -> tuple[str, list[str]]:
     except subprocess.TimeoutExpired:
         return f"timed out after {TIMEOUT_SECONDS} s", []
     found = SUMMARY.findall(done.stdout)
-    failed = re.findall(r"^FAILED (\S+)", done.stdout, re.MULTILINE)
+    failed = re.findall(r"^FAILED (.+?)(?: - .*)?$", done.stdout, re.MULTILINE)
     outcome = found[-1] if found else f"exit {done.returncode}"
     names = [name.split("::")[-1] for name in failed]
     return outcome, [*FIGURES.findall(done.stdout), *(f"failed: {n}" for n in names)]

@@ -610,3 +610,24 @@ def test_the_container_growth_cases_are_each_answered_with_a_patch(
     )
     assert measured == ["1 container", "10 containers", "100 containers"]
     assert set(figures["cases"]) == {"1", "10", "100"}
+
+
+def test_the_edge_table_in_bench_readme_says_the_lines_of_code_each_piece_has() -> None:
+    from bench.edge_lines import piece_lines
+
+    readme = (REPO / BENCH_README).read_text()
+    found = piece_lines()
+    for piece, lines in found.items():
+        assert f"| {piece} | {lines} |" in readme, piece
+    assert f"| in all | {sum(found.values())} |" in readme
+
+
+def test_edge_lines_count_code_not_comments_docstrings_or_blank_lines(tmp_path: Path) -> None:
+    from bench.edge_lines import code_lines
+
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""A docstring\non two lines."""\n\n# a comment\nx = 1  # trailing\n\n'
+        'def f() -> None:\n    """Its own."""\n    return None\n'
+    )
+    assert code_lines(module) == 3

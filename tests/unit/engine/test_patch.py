@@ -1,10 +1,16 @@
+"""The copy-on-write recorder of a patch, and the patch as an answer carries it."""
+
+from __future__ import annotations
+
+import base64
 import copy
+import json
 from typing import Any
 
 import jsonpatch
 import pytest
 
-from webhook.engine.patch import PatchRecorder
+from webhook.engine.patch import JsonPatch, PatchRecorder, json_pointer
 
 
 def original() -> dict[str, Any]:
@@ -22,7 +28,7 @@ def assert_patch_gives_document(recorder: PatchRecorder, before: dict[str, Any])
     assert jsonpatch.apply_patch(before, recorder.operations) == recorder.document
 
 
-def test_changes_are_recorded_and_the_original_is_untouched() -> None:
+def test_put_remove_and_append_are_recorded_and_the_original_is_untouched() -> None:
     obj = original()
     before = copy.deepcopy(obj)
     recorder = PatchRecorder(obj)
@@ -54,7 +60,7 @@ def test_untouched_subtrees_are_shared_not_copied() -> None:
     assert recorder.document["metadata"] is not obj["metadata"]
 
 
-def test_writing_the_value_already_there_records_nothing() -> None:
+def test_set_of_the_value_already_there_records_nothing_and_nothing_changed() -> None:
     recorder = PatchRecorder(original())
     recorder.set(("metadata", "name"), "p")
     recorder.put(("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"), "250m")
@@ -62,7 +68,7 @@ def test_writing_the_value_already_there_records_nothing() -> None:
     assert not recorder.changed
 
 
-def test_a_replaced_value_is_a_replace_operation() -> None:
+def test_set_of_another_value_is_a_replace_operation() -> None:
     obj = original()
     recorder = PatchRecorder(obj)
     recorder.set(("metadata", "name"), "q")
@@ -92,7 +98,48 @@ def test_recorded_values_do_not_change_with_later_writes() -> None:
     assert_patch_gives_document(recorder, original())
 
 
-def test_removing_what_is_absent_fails_loudly() -> None:
+def test_remove_of_what_is_absent_fails_loudly() -> None:
     recorder = PatchRecorder(original())
     with pytest.raises(KeyError):
         recorder.remove(("metadata", "labels"))
+
+
+def test_append_to_an_absent_list_adds_the_list_and_to_a_present_one_its_end() -> None:
+    recorder = PatchRecorder(original())
+    recorder.append(("spec", "containers", 0, "env"), {"name": "A"})
+    recorder.append(("spec", "containers", 0, "env"), {"name": "B"})
+    assert [(op["op"], op["path"]) for op in recorder.operations] == [
+        ("add", "/spec/containers/0/env"),
+        ("add", "/spec/containers/0/env/-"),
+    ]
+    assert recorder.changed
+
+
+@pytest.mark.parametrize(
+    ("parts", "pointer"),
+    [
+        (
+            ("spec", "nodeSelector", "nvidia.com/gpu.product"),
+            "/spec/nodeSelector/nvidia.com~1gpu.product",
+        ),
+        (("metadata", "annotations", "a~b"), "/metadata/annotations/a~0b"),
+        (("spec", "containers", "0"), "/spec/containers/0"),
+    ],
+    ids=["a slash is escaped as ~1", "a tilde is escaped as ~0", "an index is a part like any"],
+)
+def test_json_pointer_escapes_each_part(parts: tuple[str, ...], pointer: str) -> None:
+    assert json_pointer(parts) == pointer
+
+
+def test_json_patch_of_keeps_a_patch_and_copies_other_operations() -> None:
+    operations = [{"op": "remove", "path": "/a"}]
+    made = JsonPatch.of(operations)
+    assert made == ({"op": "remove", "path": "/a"},) and made[0] is not operations[0]
+    assert JsonPatch.of(made) is made
+
+
+def test_json_patch_base64_is_the_compact_json_text_an_answer_carries() -> None:
+    patch = JsonPatch.of([{"op": "add", "path": "/a", "value": "x"}])
+    text = base64.b64decode(patch.base64).decode()
+    assert text == '[{"op":"add","path":"/a","value":"x"}]'
+    assert json.loads(text) == list(patch)

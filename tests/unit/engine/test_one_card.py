@@ -54,7 +54,7 @@ def pod_of(containers: list[Any], init: list[Any] | None = None) -> dict[str, An
         ),
     ],
 )
-def test_shares_that_can_never_fit_their_one_card_are_refused_with_the_sum(
+def test_over_one_card_refuses_the_shares_held_at_once_that_never_fit_with_the_sum(
     obj: dict[str, Any], held: str
 ) -> None:
     outcome = evaluate_pod(obj, POD, POLICY, "mutate")
@@ -81,5 +81,7 @@ def test_shares_that_can_never_fit_their_one_card_are_refused_with_the_sum(
         ),
     ],
 )
-def test_shares_that_fit_their_card_at_every_moment_are_admitted(obj: dict[str, Any]) -> None:
+def test_over_one_card_admits_shares_held_at_once_that_fit_at_every_moment(
+    obj: dict[str, Any],
+) -> None:
     mutated(obj, POD, POLICY)

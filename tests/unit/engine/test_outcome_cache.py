@@ -27,9 +27,9 @@ from webhook.engine.workloads import PodTemplateLocation, pod_template_location
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.policy_set import PolicySet
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+SCENARIOS = REPO_ROOT / "tests" / "scenarios"
 SHIPPED = SCENARIOS / "shipped"
-REPO_POLICIES = Path(__file__).resolve().parents[2] / "policies"
+REPO_POLICIES = REPO_ROOT / "policies"
 
 
 def fresh(obj: dict[str, Any], policy: Any = POLICY, mode: Any = "mutate") -> Any:
@@ -52,7 +52,7 @@ def _elsewhere(pod: dict[str, Any], index: int) -> None:
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(pods(), st.sampled_from(["mutate", "validate"]))
-def test_a_cached_outcome_is_the_engines_and_serves_pods_that_differ_elsewhere(
+def test_evaluate_gives_the_engines_outcome_and_serves_pods_that_differ_elsewhere(
     pod: dict[str, Any], mode: Any
 ) -> None:
     cache = OutcomeCache()
@@ -359,3 +359,19 @@ def _gpu_pod() -> dict[str, Any]:
             "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "250m"}}}]
         },
     }
+
+
+def test_outcome_cache_weight_grows_with_what_it_keeps() -> None:
+    cache = OutcomeCache()
+    assert cache.weight == 0
+    weights = []
+    for gpus in ("1", "2"):
+        pod = {
+            "metadata": {"name": "a"},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]
+            },
+        }
+        cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
+        weights.append(cache.weight)
+    assert 0 < weights[0] < weights[1]
