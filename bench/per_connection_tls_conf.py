@@ -3,7 +3,8 @@ certificate and key read from disk, for every connection. The baseline that cach
 context is measured against: `gunicorn -c python:bench.per_connection_tls_conf`.
 
 gunicorn reads every public name of a configuration module, so the star import carries the
-settings and the hooks (on_starting, child_exit, on_exit, logger_class) over unchanged.
+settings and the hooks (on_starting, pre_fork, child_exit, when_ready, on_exit, logger_class)
+over unchanged.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from pathlib import Path
 import gunicorn
 import pytest
 from gunicorn import sock as gunicorn_sock
+from gunicorn.config import Config
 from gunicorn.http import get_parser
 from gunicorn.http.unreader import Unreader
 from gunicorn.workers.gthread import TConn, ThreadWorker
@@ -37,7 +38,7 @@ WORKER_STATE = ("nr_conns", "poller", "keepalived_conns", "tpool", "worker_conne
 # Of the base worker (gunicorn.workers.base.Worker), set in its __init__.
 BASE_STATE = ("cfg", "log", "alive", "sockets", "wsgi")
 # What the edge reads of gthread's connection.
-CONNECTION_STATE = ("sock", "parser", "initialized", "client", "timeout")
+CONNECTION_STATE = ("sock", "parser", "initialized", "client", "timeout", "data_ready")
 CONNECTION_METHODS = ("close",)
 # The reader beneath a connection's parser, whose buffer the front fills and drains.
 UNREADER_METHODS = ("unread", "take_buffered")
@@ -92,3 +93,44 @@ def test_the_functions_the_edge_calls_are_there(owner: object, name: str) -> Non
 def test_the_unreaders_buffer_is_where_the_front_reads_it() -> None:
     assert re.search(r"self\.buf\s*=", inspect.getsource(Unreader))
     assert list(inspect.signature(get_parser).parameters)[:1] == ["cfg"]
+
+
+# gunicorn settings the edge reads off `self.cfg`.
+SETTINGS_READ = ("reuse_port", "threads", "keepalive")
+
+
+@pytest.mark.parametrize("name", SETTINGS_READ)
+def test_the_settings_the_edge_reads_are_gunicorns(name: str) -> None:
+    assert name in Config().settings
+
+
+def test_a_connections_keepalive_deadline_is_on_the_monotonic_clock_the_front_uses() -> None:
+    # The worker compares a kept-alive connection's timeout, less the keep-alive, with the
+    # front's monotonic times (worker.py, _close_oldest_idle).
+    source = inspect.getsource(TConn.set_timeout)
+    assert "time.monotonic() + self.cfg.keepalive" in source
+
+
+def test_the_poller_calls_each_registered_callback_with_its_file_object() -> None:
+    # The front and the listeners register callbacks that gthread calls this way.
+    source = inspect.getsource(ThreadWorker.wait_for_and_dispatch_events)
+    assert "callback = key.data" in source and "callback(key.fileobj)" in source
+
+
+def test_a_connection_is_kept_alive_when_handle_says_true() -> None:
+    # The worker serves a connection's next request itself only on `True` from gthread's
+    # handle, which says so through _keepalive_after (a bool) once a request is answered.
+    assert "return self._keepalive_after(" in inspect.getsource(ThreadWorker.handle)
+    assert "return bool(" in inspect.getsource(ThreadWorker._keepalive_after)
+
+
+def test_the_parser_and_the_tls_wrap_take_what_the_front_gives_them() -> None:
+    assert list(inspect.signature(get_parser).parameters)[:3] == ["cfg", "source", "source_addr"]
+    assert list(inspect.signature(gunicorn_sock.ssl_wrap_socket).parameters) == ["sock", "conf"]
+    assert re.search(r"self\.unreader\s*=", inspect.getsource(TConn.init) + _parser_source())
+
+
+def _parser_source() -> str:
+    from gunicorn.http.parser import Parser
+
+    return inspect.getsource(Parser)

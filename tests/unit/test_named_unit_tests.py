@@ -5,6 +5,7 @@ scenario folders, which name a scenario)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,13 @@ def names_of_tests(test_file: Path) -> list[str]:
     ]
 
 
+def named(function: str, names: list[str]) -> bool:
+    """Whether a test's name holds the function's name (a method's, without its class) as a
+    whole word of it: `render` is not named by a test of `rendering`."""
+    word = re.compile(rf"(?:^test_|_){re.escape(function.rpartition('.')[2].lower())}(?:_|$)")
+    return any(word.search(name) for name in names)
+
+
 def modules() -> list[tuple[Path, Path]]:
     pairs = []
     for module in sorted(ENGINE.glob("*.py")):
@@ -52,9 +60,5 @@ def modules() -> list[tuple[Path, Path]]:
 def test_every_public_function_is_named_by_a_test_of_its_module(module: Path, tests: Path) -> None:
     assert tests.is_file(), f"{module.name} has no unit tests of its own ({tests.name})"
     names = names_of_tests(tests)
-    unnamed = [
-        function
-        for function in public_functions(module)
-        if not any(function.rpartition(".")[2].lower() in name for name in names)
-    ]
+    unnamed = [function for function in public_functions(module) if not named(function, names)]
     assert not unnamed, f"{tests.name} names no test after {', '.join(unnamed)}"

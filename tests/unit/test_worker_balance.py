@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from webhook.server.edge import ConnectionTable, WorkerRow
+from webhook.server.edge.connection_table import ConnectionTable, WorkerRow
 
 
 @dataclass

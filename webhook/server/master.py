@@ -45,7 +45,7 @@ from webhook.bind_address import parse_bind
 from webhook.policy.snapshot import LastGood
 from webhook.policy.store import load_settled_directory
 from webhook.server.admission_log import admission_lines
-from webhook.server.edge import ConnectionTable
+from webhook.server.edge.connection_table import ConnectionTable
 from webhook.server.edge.stall_limited_tls import stall_limited
 from webhook.server.edge.tls_context import TLSContextCache
 from webhook.server.log_format import formatter_for
@@ -56,7 +56,7 @@ STATE_DIR_VARIABLE = "STATE_DIR"
 METRICS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 # The edge's worker, and gunicorn's stock ones the benchmark measures it against (WORKER).
 WORKER_CLASSES = {
-    "keepalive": "webhook.server.edge.KeepAliveThreadWorker",
+    "keepalive": "webhook.server.edge.worker.KeepAliveThreadWorker",
     "gthread": "gthread",
     "gevent": "gevent",
 }

@@ -20,7 +20,7 @@ once the head has arrived). What cannot be framed, or is over a limit, is answer
 431, 400 or 501) and its connection closed, since the bytes it leaves unread would otherwise
 be read as the next request. A request that does not arrive whole in time is answered 408; one
 whose client closes before it has is only counted. Each of these goes to `refused`, so that
-the app counts and logs it as a client fault (front_refusals.py). The kube-apiserver sends
+the app counts and logs it as a client fault (served_app.py). The kube-apiserver sends
 none of them: it sends a whole request with a Content-Length at once.
 """
 
