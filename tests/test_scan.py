@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_apiserver import WORKLOAD_PATHS, FakeApiServer
+from tests.support.workload_objects import deployment_of
 from webhook.cli.main import main
 from webhook.cli.scan import ScanOptions, run_scan
 
@@ -31,16 +32,7 @@ def pod(name: str, namespace: str, limits: dict[str, str]) -> dict[str, Any]:
 
 
 def deployment(name: str, namespace: str, gpu: str) -> dict[str, Any]:
-    template = pod(name, namespace, {"nvidia.com/gpu": gpu})
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": template["spec"]},
-        },
-    }
+    return deployment_of(name, namespace, pod(name, namespace, {"nvidia.com/gpu": gpu})["spec"])
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_apiserver import FakeApiServer, RecordedRequest
+from tests.support.workload_objects import deployment_of
 from webhook.cli.main import main
 from webhook.cli.sweep import SweepOptions, run_sweep
 from webhook.cli.template_sweep import MIN_GRACE_SECONDS, TEMPLATES_PATH
@@ -56,15 +57,7 @@ def pod(name: str, namespace: str, template: str | None = None) -> dict[str, Any
 
 
 def deployment(name: str, namespace: str, template: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec(template)},
-        },
-    }
+    return deployment_of(name, namespace, pod_spec(template))
 
 
 @pytest.fixture
