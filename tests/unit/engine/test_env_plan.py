@@ -123,6 +123,33 @@ def test_env_change_defaults_to_a_whole_variable_the_webhook_owns() -> None:
             [EnvChange("set", "LIMIT", "3840", 0, False, {"name": "LIMIT", "value": "1"})],
             [],
         ),
+        (
+            ENFORCED,
+            [{"name": "LIMIT", "value": "3840", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}],
+            set(),
+            [],
+            [wrong("LIMIT", "is set from a reference", "3840")],
+        ),
+        (
+            LIMIT,
+            [{"name": "LIMIT", "value": "3840", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}],
+            {"LIMIT"},
+            [
+                EnvChange(
+                    "set",
+                    "LIMIT",
+                    "3840",
+                    0,
+                    False,
+                    {
+                        "name": "LIMIT",
+                        "value": "3840",
+                        "valueFrom": {"fieldRef": {"fieldPath": "x"}},
+                    },
+                )
+            ],
+            [],
+        ),
     ],
     ids=[
         "added where absent",
@@ -135,6 +162,8 @@ def test_env_change_defaults_to_a_whole_variable_the_webhook_owns() -> None:
         "the user's wrong value of an enforced one is refused",
         "a reference in place of an enforced value is refused",
         "the first of two entries of one name is the one read",
+        "a reference beside the right value of an enforced one is refused",
+        "set where the webhook's variable reads a reference beside the right value",
     ],
 )
 def test_plan_env_judges_a_template_against_what_the_container_has(

@@ -163,6 +163,8 @@ def test_evaluate_pod_validating_accepts_what_mutating_gave_and_a_second_pass_ch
     assert evaluated(result, "validate") == PodOutcome(governed=True)
     again = evaluated(result)
     assert (again.operations, again.violations, again.rewritten) == ((), (), "")
+    # Nothing rewritten on the second pass: no model is named for it.
+    assert again.model == ""
 
 
 def test_evaluate_pod_reads_the_view_it_is_given() -> None:
@@ -199,10 +201,9 @@ def quarter_in(obj: dict[str, Any], index: int = 0, **fields: Any) -> ShareInten
     return ShareIntent(found, "quantity", GPU, "0.25", Fraction(1, 4), **fields)
 
 
-def claim(name: str, template: str) -> ContainerRendering:
-    return ContainerRendering(
-        {}, claim=ClaimRendering(name, template, {"metadata": {"name": template}})
-    )
+def claim(name: str, template: str, body: dict[str, Any] | None = None) -> ContainerRendering:
+    made = {"metadata": {"name": template}} if body is None else body
+    return ContainerRendering({}, claim=ClaimRendering(name, template, made))
 
 
 def test_claim_templates_gives_each_template_once_in_order() -> None:
@@ -217,6 +218,17 @@ def test_claim_templates_gives_each_template_once_in_order() -> None:
         {"metadata": {"name": "share-3840"}},
         {"metadata": {"name": "share-7680"}},
     )
+
+
+def test_claim_templates_keeps_the_first_body_of_a_template_named_twice() -> None:
+    obj = pod(container("a"), container("b"))
+    first = {"metadata": {"name": "share-3840"}, "spec": {"first": True}}
+    shares = (
+        planned_share(quarter_in(obj, 0), claim("a-gpu", "share-3840", first)),
+        planned_share(quarter_in(obj, 1), claim("b-gpu", "share-3840", {"spec": "second"})),
+    )
+    plan = PodPlan(view(obj), SHARED, ShareRecord(), shares=shares)
+    assert claim_templates(plan) == (first,)
 
 
 def test_claim_templates_of_shares_without_claims_are_none() -> None:
@@ -318,13 +330,18 @@ def test_stored_violations_of_a_share_given_as_a_claim(
     assert stored_violations(plan) == found
 
 
-def test_stored_violations_name_an_enforced_variable_unset() -> None:
+@pytest.mark.parametrize(
+    "rendering",
+    [Rendering({}), KAI_LIKE],
+    ids=["a backend of resources only", "not the fields of a backend the pod lacks as well"],
+)
+def test_stored_violations_name_an_enforced_variable_unset(rendering: Rendering) -> None:
     obj = pod(container("c", {VRAM: "3840"}))
     intent = ShareIntent(first_container(obj), "vram", VRAM, "3840", None, 3840)
     share = planned_share(
         intent, ContainerRendering({VRAM: "3840"}), (EnvChange("add", "A", "1", enforce=True),)
     )
-    plan = PodPlan(view(obj), SHARED, ShareRecord(), shares=(share,), rendering=Rendering({}))
+    plan = PodPlan(view(obj), SHARED, ShareRecord(), shares=(share,), rendering=rendering)
     assert stored_violations(plan) == [
         Violation(
             "env-enforced",
@@ -335,18 +352,26 @@ def test_stored_violations_name_an_enforced_variable_unset() -> None:
 
 
 @pytest.mark.parametrize(
-    ("written", "found"),
+    ("written", "requested", "found"),
     [
-        ({VRAM: "3840"}, []),
-        ({VRAM: "3840Mi"}, ["not-rewritten"]),
-        ({VRAM: "4096"}, ["not-rewritten"]),
+        ({VRAM: "3840"}, None, []),
+        ({VRAM: "3840Mi"}, None, ["not-rewritten"]),
+        ({VRAM: "4096"}, None, ["not-rewritten"]),
+        ({VRAM: "3840"}, {VRAM: "3840"}, []),
+        ({VRAM: "3840"}, {VRAM: "4096"}, ["not-rewritten"]),
     ],
-    ids=["as planned", "memory in bytes rather than units", "another amount"],
+    ids=[
+        "as planned",
+        "memory in bytes rather than units",
+        "another amount",
+        "requests as planned too",
+        "requests of another amount",
+    ],
 )
 def test_stored_violations_hold_the_resources_to_the_plan(
-    written: dict[str, str], found: list[str]
+    written: dict[str, str], requested: dict[str, str] | None, found: list[str]
 ) -> None:
-    obj = pod(container("c", written))
+    obj = pod(container("c", written, requested))
     intent = ShareIntent(first_container(obj), "vram", VRAM, "3840", None, 3840)
     share = planned_share(intent, ContainerRendering({VRAM: "3840"}))
     plan = PodPlan(view(obj), SHARED, ShareRecord(), shares=(share,), rendering=Rendering({}))

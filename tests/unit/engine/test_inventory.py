@@ -26,12 +26,14 @@ SNAPSHOT = MigInventory(
         (SNAPSHOT, "Tesla-T4", None),
         (SNAPSHOT, "Custom-GPU", None),
         (NO_INVENTORY, "NVIDIA-A100-SXM4-40GB", None),
+        (MigInventory(by_product={"Tesla-T4": {}}), "Tesla-T4", {}),
     ],
     ids=[
         "the profiles a product's nodes advertise, memory where labelled",
         "none seen for another product",
         "memory alone says nothing of MIG",
         "nothing when the nodes were not read",
+        "nodes seen advertising no profile say so, not nothing",
     ],
 )
 def test_mig_inventory_advertised_by_product(

@@ -85,3 +85,14 @@ def test_over_one_card_admits_shares_held_at_once_that_fit_at_every_moment(
     obj: dict[str, Any],
 ) -> None:
     mutated(obj, POD, POLICY)
+
+
+def test_held_at_once_counts_the_running_containers_where_an_init_container_holds_as_much() -> None:
+    obj = pod_of(
+        [container("a", "0.3"), container("b", "0.3")],
+        [container("proxy", "0.5", sidecar=True), container("warmup", "0.6")],
+    )
+    (violation,) = evaluate_pod(obj, POD, POLICY, "mutate").violations
+    assert (
+        '16896 MiB at once (init container "proxy" 7680 + container "a" 4608 + container "b" 4608)'
+    ) in violation.message

@@ -16,12 +16,14 @@ from hypothesis import strategies as st
 
 from tests.support.generated_pods import POD, POLICY, pods
 from tests.support.server import REPO_ROOT
+from tests.unit.engine import builders
 from webhook.admission.decide import decide
 from webhook.admission.review import decode_envelope, read_request
 from webhook.bounded_cache import BoundedCache
 from webhook.cli.scenario_folders import is_scenario_folder, load_scenario
 from webhook.engine.evaluate import evaluate_pod
-from webhook.engine.outcome_cache import OutcomeCache
+from webhook.engine.inventory import NO_INVENTORY, MigInventory
+from webhook.engine.outcome_cache import ENTRY_OVERHEAD_BYTES, OutcomeCache
 from webhook.engine.pod_spec import MalformedObject, engine_input, pod_parts
 from webhook.engine.workloads import PodTemplateLocation, pod_template_location
 from webhook.policy.loader import load_policy_directory
@@ -375,3 +377,48 @@ def test_outcome_cache_weight_grows_with_what_it_keeps() -> None:
         cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
         weights.append(cache.weight)
     assert 0 < weights[0] < weights[1]
+
+
+def test_evaluate_keys_the_inventory_version_so_a_newer_snapshot_judges_the_pod_afresh() -> None:
+    rules = builders.policy(builders.sharing(every_model=True))
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}],
+            "nodeSelector": {builders.MODEL_LABEL: "Custom-GPU"},
+        },
+    }
+    cache = OutcomeCache()
+    unread = cache.evaluate(pod, POD, pod_parts(pod, POD), rules, "mutate", NO_INVENTORY)
+    assert [v.rule for v in unread.violations] == ["model-unknown"]
+    inventory = MigInventory(version=1, memory_by_product={"Custom-GPU": 24000})
+    read = cache.evaluate(pod, POD, pod_parts(pod, POD), rules, "mutate", inventory)
+    assert (read.violations, read.model) == ((), "Custom-GPU")
+
+
+def test_evaluate_keys_absent_metadata_apart_from_null_metadata() -> None:
+    absent = {"spec": _gpu_pod()["spec"]}
+    null = {"metadata": None, "spec": _gpu_pod()["spec"]}
+    cache = OutcomeCache()
+    ops = []
+    for pod in (absent, null):
+        outcome = cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
+        ops += [op["op"] for op in outcome.operations if op["path"] == "/metadata"]
+    assert ops == ["add", "replace"]
+
+
+def test_outcome_cache_weight_is_twice_the_key_text_with_the_overhead_and_what_is_kept() -> None:
+    pod = _gpu_pod()
+    cache = OutcomeCache()
+    outcome = cache.evaluate(pod, POD, pod_parts(pod, POD), POLICY, "mutate")
+    gives_labels = POLICY.sharing is not None and POLICY.sharing.gives_labels
+    text = engine_input(POD, pod_parts(pod, POD), gives_labels)
+    assert text is not None and outcome.operations
+    assert cache.weight == (
+        2 * len(text)
+        + ENTRY_OVERHEAD_BYTES
+        + sum(len(repr(operation)) for operation in outcome.operations)
+        + sum(len(message) for message in outcome.warnings)
+        + sum(len(repr(companion)) for companion in outcome.companions)
+        + sum(len(violation.message) for violation in outcome.violations)
+    )

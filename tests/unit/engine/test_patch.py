@@ -98,6 +98,14 @@ def test_recorded_values_do_not_change_with_later_writes() -> None:
     assert_patch_gives_document(recorder, original())
 
 
+def test_set_records_a_copy_that_the_callers_later_changes_do_not_reach() -> None:
+    recorder = PatchRecorder(original())
+    value = {"a": "1"}
+    recorder.set(("spec", "nodeSelector"), value)
+    value["b"] = "2"
+    assert recorder.operations == [{"op": "add", "path": "/spec/nodeSelector", "value": {"a": "1"}}]
+
+
 def test_remove_of_what_is_absent_fails_loudly() -> None:
     recorder = PatchRecorder(original())
     with pytest.raises(KeyError):
@@ -113,6 +121,15 @@ def test_append_to_an_absent_list_adds_the_list_and_to_a_present_one_its_end() -
         ("add", "/spec/containers/0/env/-"),
     ]
     assert recorder.changed
+
+
+def test_append_to_a_null_list_adds_the_list() -> None:
+    recorder = PatchRecorder({"spec": {"tolerations": None}})
+    recorder.append(("spec", "tolerations"), {"key": "x"})
+    assert recorder.operations == [
+        {"op": "add", "path": "/spec/tolerations", "value": [{"key": "x"}]}
+    ]
+    assert recorder.document == {"spec": {"tolerations": [{"key": "x"}]}}
 
 
 @pytest.mark.parametrize(

@@ -380,8 +380,15 @@ def test_is_recorded_tells_the_webhooks_share_from_its_users(
         ("runc", "nvidia", False),
         ("nvidia", None, False),
         (None, "nvidia", False),
+        (None, None, False),
     ],
-    ids=["the one the webhook set", "the user's own since", "none recorded", "none in the pod"],
+    ids=[
+        "the one the webhook set",
+        "the user's own since",
+        "none recorded",
+        "none in the pod",
+        "none in the pod and none recorded",
+    ],
 )
 def test_owns_runtime_class(present: str | None, recorded: str | None, owned: bool) -> None:
     spec = {} if present is None else {"runtimeClassName": present}

@@ -233,6 +233,11 @@ def test_pod_view_read_refuses_a_malformed_pod_naming_the_field(
     assert malformed(lambda: PodView.read(obj, location)) == message
 
 
+def test_pod_view_read_admits_a_pod_of_exactly_the_most_containers() -> None:
+    obj = {"spec": {"containers": [{"name": f"c{i}"} for i in range(500)]}}
+    assert len(PodView.read(obj, POD).containers) == 500
+
+
 def test_pod_view_of_parts_reads_the_same_view_as_read() -> None:
     obj = deployment(pod(container("c", {"nvidia.com/gpu": "1"})))
     assert PodView.of_parts(DEPLOYMENT, pod_parts(obj, DEPLOYMENT)) == PodView.read(obj, DEPLOYMENT)

@@ -11,13 +11,26 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.unit.engine.builders import GPU, MODEL_LABEL, VRAM, container, pod, policy, sharing, view
+from tests.unit.engine.builders import (
+    DEPLOYMENT,
+    GPU,
+    MODEL_LABEL,
+    POD,
+    VRAM,
+    container,
+    deployment,
+    pod,
+    policy,
+    sharing,
+    view,
+)
 from webhook.engine.patch import PatchRecorder
 from webhook.engine.plan import PodPlan, plan_pod
-from webhook.engine.pod_spec import MalformedObject
+from webhook.engine.pod_spec import MAX_ANNOTATION_BYTES, MalformedObject, annotation_bytes
 from webhook.engine.render import Rendered, render_plan, unenforced_warning
+from webhook.engine.workloads import PodTemplateLocation
 from webhook.policy.defaults import POLICY_ANNOTATION, SHARES_ANNOTATION
-from webhook.policy.model import Framework, HardLimit, Policy
+from webhook.policy.model import Backend, Framework, HamiSettings, HardLimit, Policy
 
 SHARED = policy(sharing())
 VRAM_TOLERATION = {"key": VRAM, "operator": "Exists", "effect": "NoSchedule"}
@@ -30,12 +43,12 @@ UNENFORCED = "GPU memory shares are not enforced on these nodes: no framework is
 
 
 def rendered(
-    obj: dict[str, Any], rules: Policy = SHARED
+    obj: dict[str, Any], rules: Policy = SHARED, location: PodTemplateLocation = POD
 ) -> tuple[Rendered, dict[str, Any], list[Any]]:
     """What render_plan says, the object its patch gives (checked against the recorder's
     document, and the original checked untouched), and the operations."""
     before = copy.deepcopy(obj)
-    plan = plan_pod(view(obj), rules)
+    plan = plan_pod(view(obj, location), rules)
     assert isinstance(plan, PodPlan), plan
     recorder = PatchRecorder(obj)
     said = render_plan(plan, recorder)
@@ -106,6 +119,13 @@ def test_render_plan_gives_the_container_the_resources_of_its_share(
     assert result["spec"]["containers"][0]["resources"] == resources
 
 
+def test_render_plan_gives_a_templates_annotated_share_in_limits_only() -> None:
+    obj = deployment(pod(container("c"), annotations={"gpu-fraction": "0.25"}))
+    _, result, _ = rendered(obj, location=DEPLOYMENT)
+    template = result["spec"]["template"]["spec"]
+    assert template["containers"][0]["resources"] == {"limits": {VRAM: "3840"}}
+
+
 def test_render_plan_gives_whole_gpus_their_toleration_and_nothing_else() -> None:
     said, result, _ = rendered(pod(container("c", {GPU: "1"})))
     assert result["spec"]["tolerations"] == [GPU_TOLERATION]
@@ -159,6 +179,25 @@ def test_render_plan_refuses_a_record_that_would_break_the_apiservers_annotation
         "metadata.annotations: Too long: must have at most 262144 bytes with the "
         "gpu-admission.example.com/policy and gpu-admission.example.com/shares annotations a "
         "share adds"
+    )
+
+
+def test_render_plan_admits_a_record_that_fills_the_annotation_limit_exactly() -> None:
+    _, once, _ = rendered(pod(container("c", {GPU: "0.25"}), annotations={"big": ""}))
+    padding = MAX_ANNOTATION_BYTES - annotation_bytes(once["metadata"]["annotations"])
+    obj = pod(container("c", {GPU: "0.25"}), annotations={"big": "x" * padding})
+    _, result, _ = rendered(obj)
+    assert annotation_bytes(result["metadata"]["annotations"]) == MAX_ANNOTATION_BYTES
+
+
+def test_render_plan_gives_the_hami_scheduler_in_place_of_the_default_one() -> None:
+    hami = sharing(backend=Backend.HAMI, hami=HamiSettings(scheduler_name="hami-scheduler"))
+    obj = pod(container("c", {GPU: "0.25"}), schedulerName="default-scheduler")
+    said, result, _ = rendered(obj, policy(hami))
+    assert result["spec"]["schedulerName"] == "hami-scheduler"
+    assert (
+        'schedulerName set to "hami-scheduler", which policy "pool" for shared GPUs requires'
+        in said.warnings
     )
 
 

@@ -162,6 +162,9 @@ def test_placeholder_values_of_a_quarter_of_a_t4_seen_whole() -> None:
         # Nothing is left beside the CUDA context: the framework is given nothing.
         (sized(512), 15360, "frameworkMiB", "0"),
         (sized(512), 15360, "frameworkFraction", "0"),
+        # Smaller than the headroom: still nothing, never a negative amount.
+        (sized(256), 15360, "frameworkMiB", "0"),
+        (sized(256), 15360, "frameworkFraction", "0"),
         (sized(15359), 15360, "fraction", "0.9999"),
         (sized(15360), 15360, "fraction", "1"),
     ],
@@ -171,6 +174,8 @@ def test_placeholder_values_of_a_quarter_of_a_t4_seen_whole() -> None:
         "a tiny share is at least one percent",
         "a share no larger than the headroom gives frameworks nothing",
         "and a fraction of nothing",
+        "a share below the headroom gives frameworks nothing, not less",
+        "and a fraction of nothing, not a negative one",
         "never rounded up to the whole card",
         "the whole card is 1",
     ],
