@@ -19,7 +19,7 @@ from tests.contracts import dra_drivers_source as drivers
 from tests.support.fake_apiserver import FakeApiServer
 from tests.support.server import REPO_ROOT
 from webhook.cli.main import main
-from webhook.engine.backends.dra_claims import claim_name, cores_percent, request_mib
+from webhook.engine.backends.dra_claims import request_mib
 from webhook.engine.evaluate import evaluate_pod
 from webhook.engine.findings import ShareIntent
 from webhook.engine.pod_spec import Container, MalformedObject
@@ -177,18 +177,6 @@ def test_request_mib_asks_what_the_allocator_consumes_on_a_memory_mode_device(
         assert drivers.consumed_capacity(amount * MIB, **device) == asked * MIB
 
 
-@pytest.mark.parametrize(("mib", "percent"), [(35942, 24), (143771, 100), (100, 1)])
-def test_cores_percent_is_the_shares_whole_percent_and_at_least_one(mib: int, percent: int) -> None:
-    assert cores_percent(_sized(mib)) == percent
-
-
-@pytest.mark.parametrize("container", ["infer", "x" * 63])
-def test_claim_name_is_a_dns_label_named_after_the_container(container: str) -> None:
-    name = claim_name(container)
-    assert len(name) <= 63 and name.startswith("gpu-share-")
-    assert name == claim_name(container) and name != claim_name(container + "y")
-
-
 def _bytes(requests: dict[str, str]) -> dict[str, int]:
     return {name: drivers.quantity_value(amount) for name, amount in requests.items()}
 
@@ -247,9 +235,10 @@ def test_a_new_size_names_a_new_template_and_keeps_one_claim() -> None:
     }
     resized = _mutate(edited, policy)
     spec = resized["spec"]["template"]["spec"]
-    assert [c["resourceClaimTemplateName"] for c in spec["resourceClaims"]] == [
-        "gpu-share-71885mi-" + spec["resourceClaims"][0]["resourceClaimTemplateName"][-10:]
-    ]
+    before = shared["spec"]["template"]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"]
+    (claim,) = spec["resourceClaims"]
+    assert claim["name"] == "gpu-share-lab" and before.startswith("gpu-share-17971mi-")
+    assert claim["resourceClaimTemplateName"].startswith("gpu-share-71885mi-")
     assert spec["containers"][0]["resources"] == {"claims": [{"name": "gpu-share-lab"}]}
 
 

@@ -129,11 +129,11 @@ def _written_as_planned(share: PlannedShare, pod: PodView) -> bool:
     container = share.container
     claim = share.rendering.claim
     if claim is not None:
-        return share.sized.intent.recorded and any(
-            isinstance(entry, dict)
-            and entry.get("name") == claim.name
-            and entry.get("resourceClaimTemplateName") == claim.template_name
-            for entry in pod.resource_claims()
+        made = pod.claim_named(claim.name)
+        return (
+            share.sized.intent.recorded
+            and made is not None
+            and made.get("resourceClaimTemplateName") == claim.template_name
         )
     wanted = share.rendering.resources
     for name, amount in wanted.items():

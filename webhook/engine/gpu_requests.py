@@ -131,16 +131,9 @@ def _recorded_claim(
     mib = plain_int(entry.mib)
     if not mib:
         return  # a record edited by hand counts as none
-    used = any(
-        isinstance(reference, dict) and reference.get("name") == entry.claim
-        for reference in container.claim_references()
-    )
-    made = any(
-        isinstance(claim, dict)
-        and claim.get("name") == entry.claim
-        and claim.get("resourceClaimTemplateName") == entry.template
-        for claim in pod.resource_claims()
-    )
+    used = container.uses_claim(entry.claim)
+    claim = pod.claim_named(entry.claim)
+    made = claim is not None and claim.get("resourceClaimTemplateName") == entry.template
     if not (used and made):
         return
     units = max(1, mib // sharing.mib_per_unit)

@@ -49,6 +49,18 @@ class PatchRecorder:
     def changed(self) -> bool:
         return bool(self.operations)
 
+    def current(self, path: Sequence[Part]) -> Any:
+        """The value at `path` in the object as patched so far; None where there is none."""
+        node: Any = self.document
+        for part in path:
+            if isinstance(node, dict):
+                node = node.get(part)
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]
+            else:
+                return None
+        return node
+
     def set(self, path: Sequence[Part], value: Any) -> None:
         """Add or replace the member at `path`; nothing is recorded if it already holds `value`."""
         parent = self._writable(path[:-1])

@@ -59,6 +59,11 @@ _NOTHING: dict[str, Any] = {}
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
+def is_named(item: object, name: str) -> bool:
+    """Whether a list entry of the spec (a claim, a claim reference) has this name."""
+    return isinstance(item, dict) and item.get("name") == name
+
+
 def _mapping(node: Mapping[str, Any], key: str, path: Path) -> Mapping[str, Any]:
     value = node.get(key)
     if value is None:
@@ -136,6 +141,9 @@ class Container:
         resources = _mapping(self.raw, "resources", self.path)
         return _list(resources, "claims", (*self.path, "resources"))
 
+    def uses_claim(self, name: str) -> bool:
+        return any(is_named(reference, name) for reference in self.claim_references())
+
     @property
     def is_sidecar(self) -> bool:
         """An init container that keeps running beside the main ones (restartPolicy Always)."""
@@ -182,6 +190,10 @@ class PodView:
         """`spec.resourceClaims`: the claims its containers may use, each made from a
         template or named."""
         return _list(self.spec, "resourceClaims", self.location.spec)
+
+    def claim_named(self, name: str) -> Mapping[str, Any] | None:
+        """The pod's resource claim of this name, as written; None where it has none."""
+        return next((c for c in self.resource_claims() if is_named(c, name)), None)
 
     def scheduler_name(self) -> str | None:
         return self._spec_string("schedulerName")

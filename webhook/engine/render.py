@@ -33,6 +33,7 @@ from webhook.engine.pod_spec import (
     Container,
     MalformedObject,
     annotation_bytes,
+    is_named,
 )
 from webhook.engine.share_record import ContainerShare, ShareRecord
 from webhook.policy.defaults import POLICY_ANNOTATION, SHARES_ANNOTATION
@@ -267,27 +268,31 @@ class _Writer:
             want = wanted.get(container.name)
             had = recorded.get(container.name)
             resources = (*container.path, "resources")
-            references = _list_at(self.recorder.document, (*resources, "claims"))
+            references = self._current_list((*resources, "claims"))
             if had is not None and (want is None or want.name != had):
                 _remove_named(self.recorder, (*resources, "claims"), references, {had})
-                references = _list_at(self.recorder.document, (*resources, "claims"))
-                if _node_at(self.recorder.document, resources) == {}:
+                references = self._current_list((*resources, "claims"))
+                if self.recorder.current(resources) == {}:
                     self.recorder.remove(resources)
-            if want is not None and not any(_named(ref, want.name) for ref in references):
+            if want is not None and not any(is_named(ref, want.name) for ref in references):
                 self.recorder.put((*resources, "claims"), [*references, {"name": want.name}])
         spec_claims = (*self.pod.location.spec, "resourceClaims")
-        present = _list_at(self.recorder.document, spec_claims)
+        present = self._current_list(spec_claims)
         kept = {claim.name for claim in wanted.values()}
         _remove_named(self.recorder, spec_claims, present, set(recorded.values()) - kept)
-        present = _list_at(self.recorder.document, spec_claims)
+        present = self._current_list(spec_claims)
         for claim in wanted.values():
             entry = {"name": claim.name, "resourceClaimTemplateName": claim.template_name}
-            index = next((i for i, item in enumerate(present) if _named(item, claim.name)), None)
+            index = next((i for i, item in enumerate(present) if is_named(item, claim.name)), None)
             if index is None:
                 self.recorder.put(spec_claims, [*present, entry])
-                present = _list_at(self.recorder.document, spec_claims)
+                present = self._current_list(spec_claims)
             elif present[index] != entry:
                 self.recorder.set((*spec_claims, index), entry)
+
+    def _current_list(self, path: tuple[Any, ...]) -> list[Any]:
+        found = self.recorder.current(path)
+        return list(found) if isinstance(found, list) else []
 
     def _pin_model(self) -> None:
         plan = self.plan
@@ -450,33 +455,12 @@ class _Writer:
             self.recorder.remove((*env_path, index))
 
 
-def _named(item: object, name: str) -> bool:
-    return isinstance(item, Mapping) and item.get("name") == name
-
-
-def _node_at(document: Mapping[str, Any], path: tuple[Any, ...]) -> Any:
-    node: Any = document
-    for part in path:
-        if isinstance(node, Mapping):
-            node = node.get(part)
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-            node = node[part]
-        else:
-            return None
-    return node
-
-
-def _list_at(document: Mapping[str, Any], path: tuple[Any, ...]) -> list[Any]:
-    found = _node_at(document, path)
-    return list(found) if isinstance(found, list) else []
-
-
 def _remove_named(
     recorder: PatchRecorder, path: tuple[Any, ...], items: list[Any], names: set[str]
 ) -> None:
     """Remove the entries of the list at `path` with these names; the list goes as a whole
     where none is left."""
-    doomed = [i for i, item in enumerate(items) if any(_named(item, name) for name in names)]
+    doomed = [i for i, item in enumerate(items) if any(is_named(item, name) for name in names)]
     if not doomed:
         return
     if len(doomed) == len(items):

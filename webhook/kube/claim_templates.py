@@ -142,7 +142,7 @@ def _differs(stored: Any, template: Mapping[str, Any]) -> str | None:
     defaults and quantities in canonical form, so the spec is compared by the digest the
     webhook wrote beside it; and a gated field it dropped (DRAConsumableCapacity off) would
     make every share a whole GPU."""
-    metadata = stored.get("metadata") or {} if isinstance(stored, Mapping) else {}
+    metadata = stored.get("metadata") or {}
     wanted = template["metadata"]["annotations"][SPEC_DIGEST_ANNOTATION]
     if (metadata.get("annotations") or {}).get(SPEC_DIGEST_ANNOTATION) != wanted:
         return (

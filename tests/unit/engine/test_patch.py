@@ -160,3 +160,14 @@ def test_json_patch_base64_is_the_compact_json_text_an_answer_carries() -> None:
     text = base64.b64decode(patch.base64).decode()
     assert text == '[{"op":"add","path":"/a","value":"x"}]'
     assert json.loads(text) == list(patch)
+
+
+def test_current_reads_the_object_as_patched_so_far() -> None:
+    recorder = PatchRecorder(original())
+    recorder.remove(("spec", "tolerations"))
+    recorder.put(("spec", "nodeSelector", "a"), "1")
+    assert recorder.current(("spec", "nodeSelector")) == {"a": "1"}
+    assert recorder.current(("spec", "tolerations")) is None
+    assert recorder.current(("spec", "containers", 0, "name")) == "a"
+    assert recorder.current(("spec", "containers", 5, "name")) is None
+    assert recorder.current(("metadata", "name", "deeper")) is None

@@ -16,6 +16,7 @@ from webhook.engine.pod_spec import (
     PodView,
     annotation_bytes,
     engine_input,
+    is_named,
     labels_in,
     metadata_sent,
     pod_labels,
@@ -659,3 +660,26 @@ def test_metadata_sent_marks_each_step_to_the_metadata(
     obj: dict[str, Any], location: Any, marks: str
 ) -> None:
     assert metadata_sent(obj, location) == marks
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [({"name": "gpu"}, True), ({"name": "other"}, False), ("gpu", False), ({}, False)],
+    ids=["an entry of that name", "an entry of another", "no entry at all", "no name"],
+)
+def test_is_named(item: object, named: bool) -> None:
+    assert is_named(item, "gpu") is named
+
+
+def test_pod_view_claim_named_and_container_uses_claim() -> None:
+    claims = [{"name": "gpu", "resourceClaimTemplateName": "t"}, "junk", {"name": "other"}]
+    found = view(
+        pod(
+            container("c", resources={"claims": [{"name": "gpu"}]}),
+            resourceClaims=claims,
+        )
+    )
+    assert found.claim_named("gpu") == {"name": "gpu", "resourceClaimTemplateName": "t"}
+    assert found.claim_named("missing") is None
+    assert found.containers[0].uses_claim("gpu")
+    assert not found.containers[0].uses_claim("other")

@@ -47,8 +47,7 @@ class DraBackend(ShareBackend):
         ours = {entry.claim for entry in self.record.containers.values() if entry.claim}
         for share in shares:
             name = claim_name(share.container.name)
-            taken = _pod_claims(pod).get(name)
-            if taken is not None and name not in ours:
+            if pod.claim_named(name) is not None and name not in ours:
                 found.append(
                     Violation(
                         "claim-name-taken",
@@ -88,12 +87,3 @@ def _described(share: SizedShare, dra: DraSettings, template: Mapping[str, Any])
     said = {"mig": "MIG", "share": asked, "whole": "whole"}
     kept = [said[alternative["name"]] for alternative in request["firstAvailable"]]
     return f"first of {', '.join(kept)}"
-
-
-def _pod_claims(pod: PodView) -> Mapping[str, Any]:
-    """The pod's resource claims by name (an entry of the wrong shape is left to the apiserver)."""
-    return {
-        entry["name"]: entry
-        for entry in pod.resource_claims()
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str)
-    }
