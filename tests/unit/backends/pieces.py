@@ -10,6 +10,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tests.support import pod_objects
+from tests.support.pod_objects import deployment as deployment
+from tests.support.pod_objects import view as view
 from webhook.engine.backends import backend_for
 from webhook.engine.backends.rendering import ShareBackend
 from webhook.engine.findings import ShareIntent
@@ -17,7 +20,6 @@ from webhook.engine.inventory import NO_INVENTORY, MigInventory
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.share_record import NO_RECORD, ShareRecord
 from webhook.engine.shares import SizedShare, size_share
-from webhook.engine.workloads import pod_template_location
 from webhook.policy.loader import load_policy_directory
 from webhook.policy.model import Sharing
 from webhook.quantity import parse_quantity
@@ -65,55 +67,12 @@ def container(
     requests: dict[str, Any] | None = None,
     **raw: Any,
 ) -> dict[str, Any]:
-    found: dict[str, Any] = {"name": name, "image": "cuda:12", **raw}
-    resources = {
-        key: dict(amounts)
-        for key, amounts in (("limits", limits), ("requests", requests))
-        if amounts is not None
-    }
-    if resources:
-        found["resources"] = resources
-    return found
+    return pod_objects.container(name, limits, requests, **raw)
 
 
-def pod(
-    *containers: dict[str, Any],
-    annotations: dict[str, Any] | None = None,
-    labels: dict[str, Any] | None = None,
-    init: tuple[dict[str, Any], ...] = (),
-    **spec: Any,
-) -> dict[str, Any]:
+def pod(*containers: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """A Pod of these containers (one named "infer" without resources where none is given)."""
-    metadata: dict[str, Any] = {"name": "p"}
-    if annotations is not None:
-        metadata["annotations"] = dict(annotations)
-    if labels is not None:
-        metadata["labels"] = dict(labels)
-    body: dict[str, Any] = {"containers": list(containers or (container(),)), **spec}
-    if init:
-        body["initContainers"] = list(init)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": body}
-
-
-def deployment(of: dict[str, Any], labels: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A Deployment whose template is the pod `of`, with these labels of its own."""
-    metadata: dict[str, Any] = {"name": "d"}
-    if labels is not None:
-        metadata["labels"] = dict(labels)
-    template = {"metadata": of["metadata"], "spec": of["spec"]}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": metadata,
-        "spec": {"template": template},
-    }
-
-
-def view(obj: dict[str, Any]) -> PodView:
-    group = obj["apiVersion"].rpartition("/")[0]
-    location = pod_template_location(group, obj["kind"])
-    assert location is not None
-    return PodView.read(obj, location)
+    return pod_objects.pod(*containers, lone="infer", **fields)
 
 
 def in_view(pod_view: PodView, name: str = "infer") -> Container:

@@ -8,6 +8,9 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from tests.support import pod_objects
+from tests.support.pod_objects import deployment as deployment
+from tests.support.pod_objects import pod as pod
 from webhook.engine.findings import ShareIntent
 from webhook.engine.pod_spec import Container, PodView
 from webhook.engine.shares import SizedShare
@@ -66,43 +69,11 @@ def container(
     requests: dict[str, Any] | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": name, "image": "cuda:12", **fields}
-    resources = {}
-    if limits is not None:
-        resources["limits"] = limits
-    if requests is not None:
-        resources["requests"] = requests
-    if resources:
-        body["resources"] = resources
-    return body
-
-
-def pod(
-    *containers: dict[str, Any],
-    init: tuple[dict[str, Any], ...] = (),
-    annotations: dict[str, Any] | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"containers": list(containers) or [container()], **spec}
-    if init:
-        body["initContainers"] = list(init)
-    metadata: dict[str, Any] = {"name": "p"}
-    if annotations is not None:
-        metadata["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": body}
-
-
-def deployment(of: dict[str, Any], **metadata: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "d", **metadata},
-        "spec": {"template": {"metadata": of["metadata"], "spec": of["spec"]}},
-    }
+    return pod_objects.container(name, limits, requests, **fields)
 
 
 def view(obj: dict[str, Any], location: PodTemplateLocation = POD) -> PodView:
-    return PodView.read(obj, location)
+    return pod_objects.view(obj, location)
 
 
 def first_container(obj: dict[str, Any]) -> Container:
