@@ -42,12 +42,21 @@ def node(name: str, product: str | None, **allocatable: str) -> dict[str, Any]:
 
 
 class Offline(NodeInventory):
-    """The inventory without its informer: the tests call `listed` and `changed` themselves."""
+    """The inventory without its informer: the tests hand it nodes as the informer does, each
+    through `keep`."""
 
     def __init__(self, max_nodes: int = 10) -> None:
         from kubernetes.client import ApiClient
 
         super().__init__(ApiClient(), max_nodes=max_nodes)
+
+    def saw_list(self, nodes: list[dict[str, Any]]) -> None:
+        self.listed([kept for kept in map(self.keep, nodes) if kept is not None])
+
+    def saw(self, event_type: str, obj: dict[str, Any]) -> None:
+        kept = self.keep(obj)
+        if kept is not None:
+            self.changed(event_type, kept)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +92,7 @@ def test_a_nodes_label_gives_the_memory_of_its_mig_instances() -> None:
 def test_the_snapshot_is_the_union_by_product_and_changes_only_when_it_does() -> None:
     inventory = Offline()
     assert inventory.mig_inventory().version == 0
-    inventory.listed(
+    inventory.saw_list(
         [
             node("a", A100, **{"nvidia.com/mig-1g.5gb": "7"}),
             node("b", A100, **{"nvidia.com/mig-3g.20gb": "2"}),
@@ -94,9 +103,9 @@ def test_the_snapshot_is_the_union_by_product_and_changes_only_when_it_does() ->
     assert set(first.advertised(A100) or {}) == {"nvidia.com/mig-1g.5gb", "nvidia.com/mig-3g.20gb"}
     assert first.advertised("Tesla-T4") is None
     # A heartbeat of a node changes nothing that is kept.
-    inventory.changed("MODIFIED", node("a", A100, **{"nvidia.com/mig-1g.5gb": "7"}))
+    inventory.saw("MODIFIED", node("a", A100, **{"nvidia.com/mig-1g.5gb": "7"}))
     assert inventory.mig_inventory() is first
-    inventory.changed("DELETED", node("b", A100))
+    inventory.saw("DELETED", node("b", A100))
     assert set(inventory.mig_inventory().advertised(A100) or {}) == {"nvidia.com/mig-1g.5gb"}
     assert inventory.mig_inventory().version == first.version + 1
 
@@ -104,9 +113,9 @@ def test_the_snapshot_is_the_union_by_product_and_changes_only_when_it_does() ->
 def test_no_more_than_max_nodes_are_kept() -> None:
     inventory = Offline(max_nodes=2)
     nodes = [node(f"n{i}", f"P-{i}", **{"nvidia.com/mig-1g.5gb": "1"}) for i in range(5)]
-    inventory.listed(nodes)
+    inventory.saw_list(nodes)
     assert len(inventory.mig_inventory().by_product) == 2
-    inventory.changed("ADDED", node("late", "P-late", **{"nvidia.com/mig-1g.5gb": "1"}))
+    inventory.saw("ADDED", node("late", "P-late", **{"nvidia.com/mig-1g.5gb": "1"}))
     assert inventory.mig_inventory().advertised("P-late") is None
 
 
@@ -262,7 +271,7 @@ def every_model_policy(tmp_path: Path, models: str = "") -> Policy:
 
 def test_nodes_give_each_products_memory_the_least_where_they_differ() -> None:
     inventory = Offline()
-    inventory.listed(
+    inventory.saw_list(
         [
             labelled("a", NEW_CARD, "97887"),
             labelled("b", NEW_CARD, "97871"),
@@ -272,7 +281,7 @@ def test_nodes_give_each_products_memory_the_least_where_they_differ() -> None:
     snapshot = inventory.mig_inventory()
     assert snapshot.memory_of(NEW_CARD) == 97871
     assert snapshot.memory_of("Tesla-T4") is None
-    inventory.changed("DELETED", labelled("b", NEW_CARD, "97871"))
+    inventory.saw("DELETED", labelled("b", NEW_CARD, "97871"))
     assert inventory.mig_inventory().memory_of(NEW_CARD) == 97887
     assert inventory.mig_inventory().version == snapshot.version + 1
 

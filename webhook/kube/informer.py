@@ -1,26 +1,27 @@
 """A LIST and WATCH of one kind of object, kept up on a thread until stopped.
 
-The handler gets the whole list after every LIST and each ADDED, MODIFIED or DELETED object of
-the watch, as the API encodes them (dicts, never the client's model classes). A watch that
-expires (410 Gone) is followed by a new LIST at once; any other failure, an empty watch the
-server closed at once included, by a LIST after a capped, jittered backoff. An outage is logged
-once when it starts and once when it ends.
+The handler gets what `keep` makes of each object (the little its owner reads, so that what is
+held grows with that and not with the objects): the whole list after every LIST, which comes in
+pages (`paged_list`), and each ADDED, MODIFIED or DELETED object of the watch (`watch_stream`).
+Neither goes through the client's model classes. A watch that expires (410 Gone) is followed by
+a new LIST at once, and so is a `relist()` the owner asks for; any other failure, an empty watch
+the server closed at once included, by a LIST after a capped, jittered backoff. An outage is
+logged once when it starts and once when it ends.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from kubernetes import watch
+from typing import Any, Generic, Protocol, TypeVar
 
 from webhook.kube.api_errors import is_gone, short_reason
+from webhook.kube.paged_list import PAGE_SIZE, list_in_pages
+from webhook.kube.watch_stream import WatchStream
 
 log = logging.getLogger("webhook")
 
@@ -33,13 +34,15 @@ SHORT_WATCH = 1.0
 STOP_TIMEOUT = 2.0
 
 KubeObject = Mapping[str, Any]
+Kept = TypeVar("Kept")
+Held = TypeVar("Held")
 
 
-class InformerHandler(Protocol):
-    def listed(self, objects: list[KubeObject]) -> None:
+class InformerHandler(Protocol[Held]):
+    def listed(self, objects: list[Held]) -> None:
         """Every object as a LIST found them: what was held before is replaced."""
 
-    def changed(self, event_type: str, obj: KubeObject) -> None:
+    def changed(self, event_type: str, obj: Held) -> None:
         """One ADDED, MODIFIED or DELETED object of the watch."""
 
 
@@ -60,29 +63,34 @@ class ShortWatch(Exception):
     """A watch the server closed at once without an event."""
 
 
-class Informer:
-    """Calls `handler` with what `list_call` (a `CoreV1Api.list_*` method) lists and watches.
-    `what` names the objects in log lines. Start it in the process that uses it: a thread does
-    not survive a fork."""
+class Informer(Generic[Kept]):
+    """Calls `handler` with what `keep` makes of what `list_call` (a `CoreV1Api.list_*` method)
+    lists and watches; an object `keep` makes None of is left out. `what` names the objects in
+    log lines. Start it in the process that uses it: a thread does not survive a fork."""
 
     def __init__(
         self,
         list_call: Callable[..., Any],
-        handler: InformerHandler,
+        handler: InformerHandler[Kept],
         *,
+        keep: Callable[[KubeObject], Kept | None],
         what: str,
         watch_timeout: int = 300,
         backoff: Backoff | None = None,
+        page_size: int = PAGE_SIZE,
     ) -> None:
         self._list_call = list_call
         self._handler = handler
+        self._keep = keep
         self._what = what
         self._watch_timeout = watch_timeout
         self._backoff = backoff or Backoff()
+        self._page_size = page_size
         self._synced = threading.Event()
         self._stopping = threading.Event()
+        self._relist_wanted = threading.Event()
         self._thread: threading.Thread | None = None
-        self._watch: watch.Watch | None = None
+        self._watch: WatchStream | None = None
         self._failures = 0
 
     def start(self) -> None:
@@ -99,11 +107,20 @@ class Informer:
         thread = self._thread
         deadline = time.monotonic() + timeout
         while thread is not None and thread.is_alive() and time.monotonic() < deadline:
-            # Watch.stream() forgets a stop() that comes before its request, so repeat it.
-            current = self._watch
-            if current is not None:
-                current.stop()
+            # A watch opened after the first look is closed by a later one.
+            self._close_watch()
             thread.join(0.02)
+
+    def relist(self) -> None:
+        """Ask for a new LIST (the owner keeps other things of each object now): the watch
+        ends, and a LIST under way is done again once it ends, its result unused."""
+        self._relist_wanted.set()
+        self._close_watch()
+
+    def _close_watch(self) -> None:
+        current = self._watch
+        if current is not None:
+            current.close()
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """True once the first LIST reached the handler, False if `timeout` passes first."""
@@ -113,15 +130,20 @@ class Informer:
         in_outage = False
         while not self._stopping.is_set():
             try:
-                version, count = self._relist()
+                listed = self._relist()
+                if listed is None:
+                    continue
+                version, count = listed
                 if in_outage:
                     in_outage = False
                     log.info("%s: the Kubernetes API answers again (%d listed)", self._what, count)
-                while not self._stopping.is_set():
+                while not self._stopping.is_set() and not self._relist_wanted.is_set():
                     version = self._watch_from(version)
             except Exception as error:
                 if self._stopping.is_set():
                     return
+                if self._relist_wanted.is_set():
+                    continue  # the watch that relist() closed
                 self._failures += 1
                 if is_gone(error):
                     log.debug("%s: watch expired (%s), listing again", self._what, error)
@@ -139,44 +161,51 @@ class Informer:
                     log.debug("%s: retry failed: %s", self._what, short_reason(error))
                 self._stopping.wait(self._backoff.delay(self._failures))
 
-    def _relist(self) -> tuple[str, int]:
-        response = self._list_call(
-            _preload_content=False, _request_timeout=(CONNECT_TIMEOUT, LIST_READ_TIMEOUT)
+    def _relist(self) -> tuple[str, int] | None:
+        """List, and hand the list on; None when a `relist()` came meanwhile."""
+        self._relist_wanted.clear()
+        listed = list_in_pages(
+            self._list_call,
+            self._keep,
+            request_timeout=(CONNECT_TIMEOUT, LIST_READ_TIMEOUT),
+            page_size=self._page_size,
         )
-        listing = json.loads(response.data)
-        items = [item for item in listing.get("items") or [] if isinstance(item, Mapping)]
-        self._handler.listed(items)
+        if self._relist_wanted.is_set():
+            return None
+        self._handler.listed(listed.items)
         self._synced.set()
-        return listing["metadata"]["resourceVersion"], len(items)
+        return listed.resource_version, len(listed.items)
 
     def _watch_from(self, version: str) -> str:
         """Hand on watch events until the server closes the watch; the version to resume from."""
-        stream = watch.Watch()
+        stream = WatchStream(
+            self._list_call,
+            version,
+            timeout_seconds=self._watch_timeout,
+            request_timeout=(CONNECT_TIMEOUT, self._watch_timeout + WATCH_READ_SLACK),
+        )
         self._watch = stream
+        if self._stopping.is_set() or self._relist_wanted.is_set():
+            stream.close()  # stop() or relist() looked before the watch was there
         opened = time.monotonic()
         received = False
-        events: Generator[dict[str, Any], None, None] = stream.stream(
-            self._list_call,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout,
-            _request_timeout=(CONNECT_TIMEOUT, self._watch_timeout + WATCH_READ_SLACK),
-        )
         try:
-            for event in events:
-                if self._stopping.is_set():
+            for event_type, obj in stream.events():
+                if self._stopping.is_set() or self._relist_wanted.is_set():
                     break
-                obj = event["raw_object"]
-                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                    self._handler.changed(event["type"], obj)
+                if event_type in ("ADDED", "MODIFIED", "DELETED"):
+                    kept = self._keep(obj)
+                    if kept is not None:
+                        self._handler.changed(event_type, kept)
                 # A BOOKMARK carries only the version to resume from.
                 version = (obj.get("metadata") or {}).get("resourceVersion") or version
                 received = True
                 self._failures = 0
         finally:
-            events.close()
             self._watch = None
-        if not received and time.monotonic() - opened < SHORT_WATCH and not self._stopping.is_set():
+            stream.close()
+        closed_here = self._stopping.is_set() or self._relist_wanted.is_set()
+        if not received and time.monotonic() - opened < SHORT_WATCH and not closed_here:
             # As client-go does: a watch closed at once and empty is a failure, so it backs off.
             raise ShortWatch(f"the watch closed after {time.monotonic() - opened:.2f} s, empty")
         self._failures = 0

@@ -25,6 +25,17 @@ log = logging.getLogger("webhook")
 
 NO_ANSWER = "the Kubernetes API did not answer"
 
+# What the cache holds of a namespace: its name and its labels, nothing else of the object.
+KeptLabels = tuple[str, LabelLookup]
+
+
+def kept_labels(namespace: KubeObject) -> KeptLabels | None:
+    metadata = namespace.get("metadata") or {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    return name, LabelLookup.known(metadata.get("labels") or {})
+
 
 class _Flight:
     """One GET under way; the admissions that miss the same name meanwhile wait for it."""
@@ -73,6 +84,7 @@ class NamespaceLabelCache(InformerBacked):
         self._informer = Informer(
             self._core.list_namespace,
             self,
+            keep=kept_labels,
             what="namespace labels",
             watch_timeout=watch_timeout,
             backoff=backoff,
@@ -151,28 +163,21 @@ class NamespaceLabelCache(InformerBacked):
 
     # --- the informer ----------------------------------------------------------------------
 
-    def listed(self, objects: list[KubeObject]) -> None:
-        fresh = {}
-        for namespace in objects:
-            metadata = namespace.get("metadata") or {}
-            if metadata.get("name"):
-                fresh[metadata["name"]] = LabelLookup.known(metadata.get("labels") or {})
+    def listed(self, objects: list[KeptLabels]) -> None:
+        fresh = dict(objects)
         with self._lock:
             self._known = fresh
             self._failure = None
             for flight in self._flights.values():
                 flight.superseded = True
 
-    def changed(self, event_type: str, obj: KubeObject) -> None:
-        metadata = obj.get("metadata") or {}
-        name = metadata.get("name")
-        if not name:
-            return
+    def changed(self, event_type: str, obj: KeptLabels) -> None:
+        name, labels = obj
         with self._lock:
             if event_type == "DELETED":
                 self._known.pop(name, None)
             else:
-                self._known[name] = LabelLookup.known(metadata.get("labels") or {})
+                self._known[name] = labels
             flight = self._flights.get(name)
             if flight is not None:
                 flight.superseded = True

@@ -55,6 +55,12 @@ def node_gpus(node: KubeObject) -> NodeGpus | None:
     return product, MappingProxyType(offered), memory
 
 
+# What the inventory holds of a node: its name, and its GPUs if it has MIG devices or memory.
+KeptGpus = tuple[str, NodeGpus | None]
+# Distinct `NodeGpus` shared between nodes; past this many, sharing starts again.
+MAX_SHARED = 10_000
+
+
 def _positive(amount: object) -> bool:
     found = quantity_or_none(amount)
     return found is not None and found > 0
@@ -92,9 +98,12 @@ class NodeInventory(InformerBacked):
         self._lock = threading.Lock()
         self._snapshot = NO_INVENTORY
         self._warned_full = False
+        # Nodes of one kind have equal GPUs: one tuple serves them all.
+        self._shared: dict[tuple[object, ...], NodeGpus] = {}
         self._informer = Informer(
             CoreV1Api(api_client).list_node,
             self,
+            keep=self.keep,
             what="node MIG profiles",
             watch_timeout=watch_timeout,
             backoff=backoff,
@@ -103,22 +112,34 @@ class NodeInventory(InformerBacked):
     def mig_inventory(self) -> MigInventory:
         return self._snapshot
 
-    def listed(self, objects: list[KubeObject]) -> None:
+    def keep(self, node: KubeObject) -> KeptGpus | None:
+        """The name and `node_gpus` of a node; a node without GPUs keeps its name, so that a
+        watch event that takes its GPUs away is seen."""
+        name = (node.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            return None
+        found = node_gpus(node)
+        if found is None:
+            return name, None
+        product, offered, memory = found
+        key = (product, tuple(sorted(offered.items())), memory)
+        if len(self._shared) >= MAX_SHARED:
+            self._shared.clear()
+        return name, self._shared.setdefault(key, found)
+
+    def listed(self, objects: list[KeptGpus]) -> None:
         fresh: dict[str, NodeGpus] = {}
-        for node in objects:
-            name = (node.get("metadata") or {}).get("name")
-            found = node_gpus(node)
-            if isinstance(name, str) and found is not None and self._room(len(fresh)):
+        for name, found in objects:
+            if found is not None and self._room(len(fresh)):
                 fresh[name] = found
         with self._lock:
             self._nodes = fresh
             self._publish()
 
-    def changed(self, event_type: str, obj: KubeObject) -> None:
-        name = (obj.get("metadata") or {}).get("name")
-        if not isinstance(name, str):
-            return
-        found = None if event_type == "DELETED" else node_gpus(obj)
+    def changed(self, event_type: str, obj: KeptGpus) -> None:
+        name, found = obj
+        if event_type == "DELETED":
+            found = None
         with self._lock:
             if self._nodes.get(name) == found:
                 return  # most node events (heartbeats, conditions) change nothing here
