@@ -11,19 +11,29 @@ import argparse
 import logging
 import os
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from webhook.bind_address import parse_bind
 from webhook.cli.errors import InputError
+from webhook.nodes.patch_limits import (
+    DEFAULT_BURST,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_QPS,
+    PatchLimits,
+)
 
 DEFAULT_LEASE_NAME = "gpu-vram-advertiser"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 LIST_TIMEOUT = (5.0, 60.0)
+# What a pass has queued of its node events is sent before the command ends, this long at most.
+EVENTS_FLUSH_SECONDS = 10.0
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ class AdvertiseOptions:
     lease_seconds: int
     identity: str | None
     leader_election: bool
+    limits: PatchLimits = field(default_factory=PatchLimits)
 
 
 def add_parser(commands: Any, default_policies: Path) -> None:
@@ -103,6 +114,29 @@ def add_parser(commands: Any, default_policies: Path) -> None:
         help="this replica's name in the lease (default: POD_NAME, else host name and pid)",
     )
     advertise.add_argument(
+        "--patch-qps",
+        type=_rate,
+        default=DEFAULT_QPS,
+        metavar="N",
+        help="node status patches a second at most, as client-go's QPS; 0: no client-side "
+        f"limit, the apiserver's 429s still pause (default: {DEFAULT_QPS:g})",
+    )
+    advertise.add_argument(
+        "--patch-burst",
+        type=_at_least_one,
+        default=DEFAULT_BURST,
+        metavar="N",
+        help="patches at once after a quiet spell, as client-go's burst "
+        f"(default: {DEFAULT_BURST})",
+    )
+    advertise.add_argument(
+        "--patch-concurrency",
+        type=_at_least_one,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"patches in flight at most (default: {DEFAULT_CONCURRENCY})",
+    )
+    advertise.add_argument(
         "--no-leader-election",
         dest="leader_election",
         action="store_false",
@@ -122,6 +156,7 @@ def options_from(args: argparse.Namespace) -> AdvertiseOptions:
         lease_seconds=args.lease_seconds,
         identity=args.identity,
         leader_election=args.leader_election,
+        limits=PatchLimits(args.patch_qps, args.patch_burst, args.patch_concurrency),
     )
 
 
@@ -143,15 +178,14 @@ def run_advertise(
             raise InputError(f"{options.policies}: not a policy directory")
         # Checked before the API is: a policy edit that does not load needs no cluster to see.
         policies = _load_policies(options.policies)
-        client = api_client("auto", environ=env)
+        client = api_client("auto", environ=env, connections=options.limits.concurrency)
         if isinstance(client, NoCluster):
             raise InputError(f"no Kubernetes API to talk to: {client.reason}")
         try:
-            # The service lists again as it starts watching: here one node shows access.
-            nodes = _list_nodes(client, limit=None if options.once else 1)
             if options.once:
-                return _once(client, options, policies, nodes, stdout, env)
-            del nodes
+                return _once(client, options, policies, stdout, env)
+            # The service lists again as it starts watching: here one node shows access.
+            _list_nodes(client, lambda core: core.list_node(limit=1, _request_timeout=LIST_TIMEOUT))
             return _serve(client, options, env)
         finally:
             client.close()
@@ -161,29 +195,40 @@ def _once(
     client: Any,
     options: AdvertiseOptions,
     policies: tuple[Any, ...],
-    nodes: list[Mapping[str, Any]],
     stdout: TextIO,
     env: Mapping[str, str],
 ) -> int:
     from kubernetes.client import CoreV1Api
 
+    from webhook.kube.paged_list import list_in_pages
     from webhook.nodes.advertiser import Advertiser, Forbidden
     from webhook.nodes.advertiser_metrics import AdvertiserMetrics
     from webhook.nodes.node_events import NodeEvents
 
     core = CoreV1Api(client)
+    events = None if options.dry_run else NodeEvents(core, _identity(options, env))
     advertiser = Advertiser(
         core,
         lambda: policies,
         metrics=AdvertiserMetrics(),
-        events=None if options.dry_run else NodeEvents(core, _identity(options, env)),
+        events=events,
         dry_run=options.dry_run,
         out=stdout,
+        limits=options.limits,
+    )
+    nodes = _list_nodes(
+        client,
+        lambda core: (
+            list_in_pages(core.list_node, advertiser.keep, request_timeout=LIST_TIMEOUT).items
+        ),
     )
     try:
         tally = advertiser.once(nodes)
     except Forbidden as error:
         raise InputError(str(error)) from None
+    finally:
+        if events is not None:
+            events.close(EVENTS_FLUSH_SECONDS)
     stdout.write(tally.summary(dry_run=options.dry_run) + "\n")
     return 1 if tally.skipped or tally.failed else 0
 
@@ -215,6 +260,7 @@ def _serve(client: Any, options: AdvertiseOptions, env: Mapping[str, str]) -> in
             resync_seconds=options.resync_seconds,
             lease=lease,
             metrics_bind=options.metrics_bind,
+            limits=options.limits,
         ),
     )
     try:
@@ -224,20 +270,16 @@ def _serve(client: Any, options: AdvertiseOptions, env: Mapping[str, str]) -> in
     return service.run(store)
 
 
-def _list_nodes(client: Any, limit: int | None) -> list[Mapping[str, Any]]:
-    """The nodes (`limit` of them, or all), or an InputError that says why the API cannot be
-    used."""
+def _list_nodes(client: Any, listing: Callable[[Any], T]) -> T:
+    """What `listing` reads of the nodes with a `CoreV1Api`, or an InputError that says why the
+    API cannot be used."""
     from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
 
-    from webhook.kube import raw_json
     from webhook.kube.api_errors import HTTP_FORBIDDEN, short_reason
 
     try:
-        options: dict[str, Any] = {"limit": limit} if limit else {}
-        listing = raw_json.call(
-            CoreV1Api(client).list_node, _request_timeout=LIST_TIMEOUT, **options
-        )
+        return listing(CoreV1Api(client))
     except ApiException as error:
         if error.status == HTTP_FORBIDDEN:
             raise InputError(
@@ -249,7 +291,6 @@ def _list_nodes(client: Any, limit: int | None) -> list[Mapping[str, Any]]:
         host = client.configuration.host
         reason = short_reason(error)
         raise InputError(f"the Kubernetes API at {host} did not answer: {reason}") from None
-    return [item for item in listing.get("items") or [] if isinstance(item, Mapping)]
 
 
 def _load_policies(directory: Path) -> tuple[Any, ...]:
@@ -308,3 +349,19 @@ def _host_port(text: str) -> tuple[str, int]:
         return parse_bind(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate: a number, 0 or more")
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)

@@ -48,16 +48,24 @@ def namespace_label_source(
 
 
 def api_client(
-    mode: str = "auto", *, environ: Mapping[str, str] | None = None
+    mode: str = "auto",
+    *,
+    environ: Mapping[str, str] | None = None,
+    connections: int | None = None,
 ) -> ApiClient | NoCluster:
     """A client for the API `mode` selects (see `namespace_label_source`), or `NoCluster`
-    saying why there is none; the caller reports that in its own words."""
+    saying why there is none; the caller reports that in its own words. `connections`: how
+    many calls it makes at once, each on a connection kept for the next."""
     check_mode(mode)
     env = os.environ if environ is None else environ
     if mode == "off":
         return NoCluster(f"namespace label lookup is off ({MODE_VARIABLE}=off)")
     if mode == "in-cluster" or (mode == "auto" and env.get(SERVICE_HOST_ENV_NAME)):
-        return _load("the in-cluster configuration", lambda config: _load_in_cluster(config, env))
+        return _load(
+            "the in-cluster configuration",
+            lambda config: _load_in_cluster(config, env),
+            connections,
+        )
     kubeconfig = _kubeconfig(env)
     if kubeconfig is None:
         if mode == "auto":
@@ -68,6 +76,7 @@ def api_client(
         lambda config: load_kube_config(
             config_file=kubeconfig, client_configuration=config, persist_config=False
         ),
+        connections,
     )
 
 
@@ -89,13 +98,19 @@ def _kubeconfig(env: Mapping[str, str]) -> str | None:
     return str(default) if default.is_file() else None
 
 
-def _load(source: str, load: Callable[[Configuration], None]) -> ApiClient | NoCluster:
+def _load(
+    source: str, load: Callable[[Configuration], None], connections: int | None = None
+) -> ApiClient | NoCluster:
     config = Configuration()
     try:
         load(config)
     except Exception as error:  # any broken configuration: start without namespace labels
         return NoCluster(f"could not load {source}: {' '.join(str(error).split())}")
     config.retries = RETRIES
+    if connections is not None:
+        # The client's pool holds five per CPU: calls past it would each open a connection,
+        # and urllib3 would drop each one with a warning.
+        config.connection_pool_maxsize = max(config.connection_pool_maxsize, connections)
     client = ApiClient(config)
     client.user_agent = USER_AGENT
     return client

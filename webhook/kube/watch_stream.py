@@ -59,6 +59,10 @@ class WatchStream:
             pending += chunk
             start = 0
             while (end := pending.find(b"\n", max(scanned, start))) >= 0:
+                if end - start > self._max_event_bytes:
+                    raise EventTooLarge(
+                        f"a watch event is larger than {self._max_event_bytes} bytes"
+                    )
                 line = bytes(pending[start:end])
                 start = end + 1
                 if line.strip():

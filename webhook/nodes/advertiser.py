@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +20,6 @@ from typing import Any, TextIO
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from webhook.kube import raw_json
 from webhook.kube.api_errors import HTTP_FORBIDDEN, short_reason
 from webhook.nodes.advertiser_metrics import AdvertiserMetrics
 from webhook.nodes.node_events import NodeEvents
@@ -34,13 +34,18 @@ from webhook.nodes.node_plan import (
     sharing_policies,
     status_patch,
 )
-from webhook.policy.model import Policy
+from webhook.nodes.node_reading import NodeKeeper, NodeReading
+from webhook.nodes.patch_limits import PatchLimits
+from webhook.nodes.status_patches import PatchDone, PatchRequest, StatusPatcher, Stopped
+from webhook.policy.model import Policy, Sharing
 
 log = logging.getLogger("webhook")
 
-JSON_PATCH = "application/json-patch+json"
+# What the informer holds of a node: its view, and the reading it was kept under.
+KeptNode = tuple[NodeReading, NodeView]
+NOTHING: frozenset[str] = frozenset()
+
 HTTP_UNPROCESSABLE = 422
-PATCH_TIMEOUT = (5.0, 10.0)
 
 
 class Forbidden(Exception):
@@ -56,8 +61,12 @@ class Tally:
     patched: int = 0
     skipped: int = 0
     failed: int = 0
+    # The policies read what the nodes were not kept with: they are listed again instead.
+    relisting: bool = False
 
     def summary(self, *, dry_run: bool) -> str:
+        if self.relisting:
+            return "the nodes are listed again for the policies now served"
         held = ", ".join(f"{resource} on {n}" for resource, n in sorted(self.advertised.items()))
         verb = "would patch" if dry_run else "patched"
         return (
@@ -67,8 +76,10 @@ class Tally:
 
 
 class Advertiser:
-    """The informer handler (`listed`, `changed`) that patches nodes. `policies` gives the set
-    being served at each call. With `dry_run`, patches are written to `out`, not sent."""
+    """The informer handler (`keep`, `listed`, `changed`) that patches nodes. `policies` gives
+    the set being served at each call. With `dry_run`, patches are written to `out`, not sent.
+    `watched_by` gives it the informer's `relist`, called when the policies come to read what
+    the nodes were not kept with."""
 
     def __init__(
         self,
@@ -80,33 +91,59 @@ class Advertiser:
         dry_run: bool = False,
         out: TextIO | None = None,
         on_fatal: Callable[[str], None] | None = None,
-        stopping: Callable[[], bool] = lambda: False,
+        stopping: threading.Event | None = None,
+        limits: PatchLimits | None = None,
     ) -> None:
-        self._core = core
         self._policies = policies
         self._metrics = metrics
         self._events = events
         self._dry_run = dry_run
         self._out = out
         self._on_fatal = on_fatal
-        self._stopping = stopping
+        self._stopping = stopping or threading.Event()
+        self._patcher = StatusPatcher(core, limits or PatchLimits(), stopping=self._stopping)
+        self._relist: Callable[[], None] | None = None
         # The VRAM resources of the policies last served: one that no policy names any more is
         # withdrawn from every node, once this process has seen a policy name it.
         self._owned: set[str] = set()
         self._named: set[str] = set()
+        self._served_policies: Sequence[Policy] | None = None
+        self._served_sharing: list[tuple[str, Sharing]] = []
+        self._keeper: NodeKeeper | None = None
+        self._keeper_for: Sequence[Policy] | None = None
+        # The informer's thread keeps nodes while a pass may hold `_lock`.
+        self._reading_lock = threading.RLock()
+        self._relist_asked = False
         self._lock = threading.Lock()
-        self._nodes: dict[str, Mapping[str, Any]] = {}
-        self._plans: dict[str, NodePlan] = {}
+        self._nodes: dict[str, NodeView] = {}
+        self._held_reading: NodeReading | None = None
+        # Per node only what differs from the usual: the resources it advertises, what it was
+        # last warned of. Equal sets are one object.
+        self._advertising: dict[str, frozenset[str]] = {}
+        self._shared_sets: dict[frozenset[str], frozenset[str]] = {}
+        self._counts: Counter[str] = Counter()
         self._said: dict[str, tuple[str, ...]] = {}
+
+    def watched_by(self, relist: Callable[[], None]) -> None:
+        self._relist = relist
 
     # --- the informer's calls --------------------------------------------------------------
 
-    def listed(self, objects: list[Mapping[str, Any]]) -> None:
+    def keep(self, node: Mapping[str, Any]) -> KeptNode | None:
+        """What is held of a node: its view under the reading the policies ask for now."""
+        keeper = self._keeper_now()
+        try:
+            return keeper.reading, keeper.view(node)
+        except MalformedNode as error:
+            log.warning("nodes: %s; skipped", error)
+            return None
+
+    def listed(self, objects: list[KeptNode]) -> None:
         with self._fatal_reported():
             self._replace(objects)
             self.reconcile_all()
 
-    def changed(self, event_type: str, obj: Mapping[str, Any]) -> None:
+    def changed(self, event_type: str, obj: KeptNode) -> None:
         with self._fatal_reported():
             self._change(event_type, obj)
 
@@ -120,28 +157,34 @@ class Advertiser:
                 raise
             self._on_fatal(str(error))
 
-    def _replace(self, objects: list[Mapping[str, Any]]) -> None:
+    def _replace(self, kept: list[KeptNode]) -> None:
         with self._lock:
-            self._nodes = {}
-            for node in objects:
-                name = (node.get("metadata") or {}).get("name")
-                if isinstance(name, str) and name:
-                    self._nodes[name] = slim(node)
-            for gone in set(self._plans) - set(self._nodes):
+            readings = {reading for reading, _ in kept} or {self._keeper_now().reading}
+            # Mixed readings (the policies changed during the list) are held as stale.
+            self._held_reading = readings.pop() if len(readings) == 1 else None
+            self._relist_asked = False
+            self._nodes = {view.name: view for _, view in kept}
+            for gone in [name for name in self._advertising if name not in self._nodes]:
                 self._forget(gone)
+            for gone in [name for name in self._said if name not in self._nodes]:
+                self._said.pop(gone)
 
-    def _change(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        name = (obj.get("metadata") or {}).get("name")
-        if not isinstance(name, str) or not name:
-            return
+    def _change(self, event_type: str, kept: KeptNode) -> None:
+        reading, node = kept
         with self._lock:
             if event_type == "DELETED":
-                self._nodes.pop(name, None)
-                self._forget(name)
+                self._nodes.pop(node.name, None)
+                self._forget(node.name)
+                self._said.pop(node.name, None)
                 self._publish()
                 return
-            self._nodes[name] = slim(obj)
-            self._reconcile(obj, Tally())
+            self._nodes[node.name] = node
+            if self._stale(reading):
+                return
+            tally = Tally()
+            request = self._reconcile(node, tally)
+            if request is not None:
+                self._settle(self._patcher.send(request), tally)
             self._publish()
 
     # --- passes ------------------------------------------------------------------------------
@@ -150,10 +193,18 @@ class Advertiser:
         """Every node held, against the policies served now (after a reload, or a resync)."""
         tally = Tally()
         with self._lock:
-            for node in list(self._nodes.values()):
-                if self._stopping() or not self._reconcile(node, tally):
-                    # An API that does not answer would cost each remaining node a timeout.
-                    break
+            if self._stale(self._keeper_now().reading):
+                tally.relisting = True
+                return tally
+            with self._patcher.batch() as batch:
+                answered = True
+                for node in list(self._nodes.values()):
+                    if self._stopping.is_set() or not answered:
+                        break
+                    request = self._reconcile(node, tally)
+                    if request is not None:
+                        answered = self._settle_all(batch.submit(request), tally)
+                answered = self._settle_all(batch.finish(), tally) and answered
             self._publish()
         return tally
 
@@ -163,71 +214,86 @@ class Advertiser:
             return self.reconcile_all()
         return None
 
-    def once(self, nodes: list[Mapping[str, Any]]) -> Tally:
-        """One pass over `nodes` (a LIST's items); raises Forbidden when RBAC refuses a patch."""
+    def once(self, nodes: list[KeptNode]) -> Tally:
+        """One pass over `nodes` (what `keep` made of a LIST's items); raises Forbidden when
+        RBAC refuses a patch."""
         self._replace(nodes)
         return self.reconcile_all()
 
+    def _stale(self, reading: NodeReading) -> bool:
+        """Whether the nodes held were kept under another reading than `reading`: then they are
+        listed again, and planned when the list comes, not before. Without an informer (one
+        pass) the policies do not change."""
+        if reading == self._held_reading or self._relist is None:
+            return False
+        if not self._relist_asked:
+            self._relist_asked = True
+            log.info("nodes: the policies read other labels or resources; listing the nodes again")
+            self._relist()
+        return True
+
     # --- one node ----------------------------------------------------------------------------
 
-    def _reconcile(self, node_object: Mapping[str, Any], tally: Tally) -> bool:
-        """Bring one node in line; False when the API did not answer, so the pass should end."""
-        try:
-            node = NodeView.of(node_object)
-        except MalformedNode as error:
-            log.warning("nodes: %s; skipped", error)
-            tally.skipped += 1
-            return True
+    def _reconcile(self, node: NodeView, tally: Tally) -> PatchRequest | None:
+        """Plan one node; the patch that brings it in line, if it needs one and may be sent."""
         tally.nodes += 1
-        policies = sharing_policies(self._policies())
-        named = {sharing.vram_resource for _, sharing in policies}
-        self._owned |= named
-        self._named = named
-        plan = plan_node(node, policies, retired=self._owned - named)
-        self._plans[node.name] = plan
+        policies = self._sharing_policies()
+        plan = plan_node(node, policies, retired=self._owned - self._named)
+        self._remember(plan)
         self._say(plan)
         self._count(plan, tally)
         changes = needed_changes(node, plan)
         if not changes:
-            return True
+            return None
         operations = status_patch(node, changes)
         tally.patched += 1
         if self._dry_run:
             assert self._out is not None
             self._out.write(json.dumps({"node": node.name, "patch": operations}) + "\n")
-            return True
-        try:
-            patched = raw_json.call(
-                self._core.patch_node_status,
-                node.name,
-                operations,
-                _content_type=JSON_PATCH,
-                _request_timeout=PATCH_TIMEOUT,
-            )
-        except ApiException as error:
+            return None
+        return PatchRequest(node, operations, changes)
+
+    def _settle_all(self, answers: list[PatchDone], tally: Tally) -> bool:
+        answered = True
+        for done in answers:
+            answered = self._settle(done, tally) and answered
+        return answered
+
+    def _settle(self, done: PatchDone, tally: Tally) -> bool:
+        """Take in a patch's answer; False when the API did not answer, so the pass should end
+        (an API that does not answer would cost each remaining node a timeout)."""
+        name = done.request.node.name
+        error = done.error
+        if isinstance(error, ApiException):
             if error.status == HTTP_FORBIDDEN:
                 self._metrics.error("forbidden")
                 raise Forbidden(
                     f"cannot patch nodes/status: {short_reason(error)}: grant the verb patch "
                     "on the resource nodes/status (deploy/base/advertiser-rbac.yaml)"
-                ) from None
+                )
             if error.status == HTTP_UNPROCESSABLE:
                 # The node changed since it was read (the patch tests its resourceVersion):
                 # the watch brings the change, and the node is planned again then.
                 tally.patched -= 1
-                log.debug("node %s: changed meanwhile; waiting for the watch", node.name)
+                log.debug("node %s: changed meanwhile; waiting for the watch", name)
                 return True
-            self._failed(node.name, error, tally)
+            self._failed(name, error, tally)
             return True
-        except Exception as error:  # a dead connection: the next event or resync tries again
-            self._failed(node.name, error, tally)
+        if isinstance(error, Stopped):
+            tally.patched -= 1
             return False
-        # Held until the watch brings it, so that a resync meanwhile does not patch again.
-        self._nodes[node.name] = slim(patched)
+        if error is not None:  # a dead connection: the next event or resync tries again
+            self._failed(name, error, tally)
+            return False
+        assert done.patched is not None
+        if name in self._nodes:
+            # Held until the watch brings it, so that a resync meanwhile does not patch again.
+            self._nodes[name] = self._keeper_now().view(done.patched)
         self._metrics.patched()
-        log.info("node %s: %s", node.name, describe(changes))
+        said = describe(done.request.changes)
+        log.info("node %s: %s", name, said)
         if self._events is not None:
-            self._events.advertised(node.name, describe(changes))
+            self._events.advertised(name, said)
         return True
 
     def _failed(self, name: str, error: BaseException, tally: Tally) -> None:
@@ -247,7 +313,10 @@ class Advertiser:
         said = (*plan.warnings, *plan.problems)
         if self._said.get(plan.node, ()) == said:
             return
-        self._said[plan.node] = said
+        if said:
+            self._said[plan.node] = said
+        else:
+            self._said.pop(plan.node, None)
         for warning in plan.warnings:
             log.warning("node %s: %s", plan.node, warning)
         for problem in plan.problems:
@@ -256,29 +325,46 @@ class Advertiser:
             if self._events is not None:
                 self._events.skipped(plan.node, problem)
 
+    # --- what is held ------------------------------------------------------------------------
+
+    def _sharing_policies(self) -> list[tuple[str, Sharing]]:
+        """The sharing policies served now; the VRAM resources named and owned follow them."""
+        with self._reading_lock:
+            policies = self._policies()
+            if policies is not self._served_policies:
+                self._served_sharing = sharing_policies(policies)
+                self._named = {found.vram_resource for _, found in self._served_sharing}
+                self._owned |= self._named
+                self._served_policies = policies
+            return self._served_sharing
+
+    def _keeper_now(self) -> NodeKeeper:
+        """The keeper of the reading the policies served now ask for."""
+        with self._reading_lock:
+            policies = self._sharing_policies()
+            if self._keeper is None or self._keeper_for is not self._served_policies:
+                reading = NodeReading.of(policies, self._owned)
+                if self._keeper is None or self._keeper.reading != reading:
+                    self._keeper = NodeKeeper(reading)
+                self._keeper_for = self._served_policies
+            return self._keeper
+
+    def _remember(self, plan: NodePlan) -> None:
+        advertised = frozenset(
+            name for name, planned in plan.resources.items() if isinstance(planned, Advertise)
+        )
+        held = self._advertising.get(plan.node, NOTHING)
+        if advertised == held:
+            return
+        self._counts.subtract(held)
+        self._counts.update(advertised)
+        if advertised:
+            self._advertising[plan.node] = self._shared_sets.setdefault(advertised, advertised)
+        else:
+            self._advertising.pop(plan.node, None)
+
     def _forget(self, name: str) -> None:
-        self._plans.pop(name, None)
-        self._said.pop(name, None)
+        self._counts.subtract(self._advertising.pop(name, NOTHING))
 
     def _publish(self) -> None:
-        advertised = dict.fromkeys(self._named, 0)
-        for plan in self._plans.values():
-            for resource, resource_plan in plan.resources.items():
-                if isinstance(resource_plan, Advertise) and resource in advertised:
-                    advertised[resource] += 1
-        self._metrics.nodes_advertised(advertised)
-
-
-def slim(node: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The parts of a Node that `NodeView` reads: a node's image list and conditions can be tens
-    of KiB, and the advertiser holds every node of the cluster."""
-    metadata = node.get("metadata")
-    status = node.get("status")
-    if not isinstance(metadata, Mapping) or not isinstance(status, Mapping):
-        return node  # NodeView.of says what is wrong with it
-    return {
-        "metadata": {
-            key: metadata[key] for key in ("name", "labels", "resourceVersion") if key in metadata
-        },
-        "status": {key: status[key] for key in ("capacity", "allocatable") if key in status},
-    }
+        self._metrics.nodes_advertised({name: self._counts[name] for name in self._named})

@@ -35,6 +35,17 @@ AMD_GPU_RESOURCE = "amd.com/gpu"
 WHOLE_NUMBER = re.compile(r"^[0-9]+$")
 MIB_PER_GIB = 1024
 
+# The labels `read_gpus` reads, besides the policy's model label: what a node keeps of its labels
+# (see node_reading). A test spies on `read_gpus` and fails on a label read but not named here.
+READ_LABELS = frozenset((OVERRIDE_LABEL, GFD_COUNT, GFD_MEMORY, GFD_PRODUCT, *AMD_VRAM_LABELS))
+READ_LABEL_FAMILIES = (GFD_MIG_COUNT, AMD_VRAM_IN_KEY)
+READ_RESOURCES = frozenset((AMD_GPU_RESOURCE,))
+
+
+def reads_label(key: str) -> bool:
+    """Whether `read_gpus` may read the label `key`, whatever the policy."""
+    return key in READ_LABELS or any(family.match(key) for family in READ_LABEL_FAMILIES)
+
 
 @dataclass(frozen=True)
 class Cards:

@@ -1,18 +1,30 @@
 """core/v1 Events about the nodes the advertiser changes or skips, so that `kubectl describe node`
 shows them. An Event about a cluster-scoped object lives in namespace `default`. Events are a
-courtesy: when the API refuses them, that is logged once and the advertiser goes on."""
+courtesy: when the API refuses them, that is logged once and the advertiser goes on.
+
+They are sent by a thread of their own from a bounded queue, at most `EVENT_QPS` a second, as
+client-go's broadcaster sends them within its client's rate limit: a first pass that patches
+50,000 nodes neither waits for 50,000 Events, nor spends on them what the patches need, nor
+holds them. What does not fit the queue is dropped and counted; `close()` sends what is queued,
+for a bounded time.
+"""
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+import time
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from webhook.kube import raw_json
 from webhook.kube.api_errors import HTTP_FORBIDDEN, short_reason
+from webhook.kube.rate_limit import TokenBucket
 
 log = logging.getLogger("webhook")
 
@@ -20,13 +32,44 @@ EVENT_NAMESPACE = "default"
 COMPONENT = "gpu-vram-advertiser"
 EVENT_TIMEOUT = (5.0, 5.0)
 MESSAGE_LIMIT = 1024
+# client-go's broadcaster holds 1,000 events before it drops them.
+QUEUE_LIMIT = 1000
+EVENT_QPS = 20.0
+EVENT_BURST = 100
 
 
 class NodeEvents:
-    def __init__(self, core: CoreV1Api, identity: str) -> None:
+    def __init__(self, core: CoreV1Api, identity: str, *, queue_limit: int = QUEUE_LIMIT) -> None:
         self._core = core
         self._identity = identity
         self._broken = False
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(queue_limit)
+        self._dropped = 0
+        self._sender: threading.Thread | None = None
+        self._sender_lock = threading.Lock()
+        self._bucket = TokenBucket(EVENT_QPS, EVENT_BURST)
+        self._closing = threading.Event()
+
+    def close(self, timeout: float) -> None:
+        """Send what is queued, for at most `timeout` seconds, and stop the sender."""
+        sender = self._sender
+        if sender is None:
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._queue.put(None, timeout=max(deadline - time.monotonic(), 0.01))
+                break
+            except queue.Full:
+                if time.monotonic() >= deadline:
+                    break
+        sender.join(max(deadline - time.monotonic(), 0.0))
+        # What the rate still holds back past the deadline is dropped with the thread.
+        self._closing.set()
+        if self._dropped:
+            log.warning(
+                "nodes: %d events about nodes were dropped (too many at once)", self._dropped
+            )
 
     def advertised(self, node: str, message: str) -> None:
         self._record(node, "Normal", "VRAMAdvertised", message)
@@ -54,6 +97,27 @@ class NodeEvents:
             "lastTimestamp": now,
             "count": 1,
         }
+        self._start_sender()
+        try:
+            self._queue.put_nowait(body)
+        except queue.Full:
+            self._dropped += 1
+
+    def _start_sender(self) -> None:
+        with self._sender_lock:
+            if self._sender is None:
+                self._sender = threading.Thread(
+                    target=self._send_queued, name="node-events", daemon=True
+                )
+                self._sender.start()
+
+    def _send_queued(self) -> None:
+        while (body := self._queue.get()) is not None:
+            if not self._broken and self._bucket.take(self._closing.wait):
+                self._send(body)
+
+    def _send(self, body: dict[str, Any]) -> None:
+        node = body["involvedObject"]["name"]
         try:
             raw_json.call(
                 self._core.create_namespaced_event,

@@ -26,7 +26,7 @@ class MalformedNode(ValueError):
     """A Node object without the shape the API gives every node."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """The parts of a Node this module reads; `status` maps absent from the object are None."""
 

@@ -13,7 +13,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -25,6 +25,7 @@ from webhook.nodes.advertiser import Advertiser
 from webhook.nodes.advertiser_metrics import AdvertiserMetrics
 from webhook.nodes.leadership import Elector, LeaseTerms
 from webhook.nodes.node_events import NodeEvents
+from webhook.nodes.patch_limits import PatchLimits
 from webhook.periodically import Periodically
 from webhook.policy.store import PolicyStore, ReloadStatus, ServedSet
 
@@ -46,6 +47,7 @@ class ServiceOptions:
     resync_seconds: float
     lease: LeaseTerms | None
     metrics_bind: tuple[str, int] | None
+    limits: PatchLimits = field(default_factory=PatchLimits)
 
 
 class NodeService:
@@ -59,6 +61,7 @@ class NodeService:
         self._exit_code: int | None = None
         self._store: PolicyStore | None = None
         self._advertiser: Advertiser | None = None
+        self._events = NodeEvents(self._core, options.identity)
 
     def run(self, store: PolicyStore) -> int:
         """Serve until SIGTERM or SIGINT, or a fault retrying cannot mend; the exit code.
@@ -68,9 +71,10 @@ class NodeService:
             self._core,
             lambda: store.current.policy_set.policies,
             metrics=self.metrics,
-            events=NodeEvents(self._core, self._options.identity),
+            events=self._events,
             on_fatal=self._fatal,
-            stopping=self._stop.is_set,
+            stopping=self._stop,
+            limits=self._options.limits,
         )
         metrics_server = self._metrics_server()
         previous = {sig: signal.signal(sig, self._signalled) for sig in STOP_SIGNALS}
@@ -96,6 +100,7 @@ class NodeService:
         finally:
             self._stop.set()
             stop_work()
+            self._events.close(INFORMER_STOP_SECONDS)
             self.metrics.leading(False)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -140,7 +145,10 @@ class NodeService:
     def _work(self, stop: threading.Event) -> None:
         """Watch nodes and the policies until `stop` is set."""
         assert self._store is not None and self._advertiser is not None
-        informer = Informer(self._core.list_node, self._advertiser, what="nodes")
+        informer = Informer(
+            self._core.list_node, self._advertiser, keep=self._advertiser.keep, what="nodes"
+        )
+        self._advertiser.watched_by(informer.relist)
         watcher = self._store.start_watching(POLICY_POLL_SECONDS)
         resync = Periodically(
             self._options.resync_seconds,
