@@ -10,8 +10,14 @@ call, answered in the shapes the real API uses, over plain HTTP on 127.0.0.1.
   `timeoutSeconds` the stream ends then, after a BOOKMARK when `allowWatchBookmarks=true`.
 - `GET /api/v1/namespaces/{name}`: the Namespace, or the 404 `NotFound` Status.
 - `GET /api/v1/pods`, `/apis/apps/v1/deployments` and the other lists of WORKLOAD_PATHS across
-  namespaces: a page of `limit` items with an opaque `metadata.continue` while more are left,
-  and 410 `Expired` for a token from before a write.
+  namespaces, and the namespace and node lists: a page of `limit` items with an opaque
+  `metadata.continue` while more are left. Later pages come from the first page's snapshot,
+  writes since notwithstanding, until `expire_list_snapshots()` (etcd's compaction) makes the
+  token 410 `Expired`.
+- `GET /api/v1/nodes` (paged, and with `watch=true` as for namespaces), `GET /api/v1/nodes/{name}`
+  and a JSON `PATCH` of `/api/v1/nodes/{name}/status`, which `throttle_patches` can answer 429
+  with a Retry-After. `node_padding` is sent as every node's `status.images` without being held,
+  and `history_limit` bounds the watch history as the watch cache's capacity does.
 - `GET /api`, `/api/v1`, `/apis` and `/apis/{group}/{version}`: discovery (APIVersions,
   APIGroupList, APIResourceList) of those workload lists, as the cluster serves them: a test
   may move one to another version (`serve_at`, as v1.20 served CronJobs in batch/v1beta1).
@@ -36,6 +42,7 @@ server on the same port; state survives a restart, as etcd outlives an apiserver
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import queue
@@ -97,6 +104,12 @@ JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
 NAME_LABEL = "kubernetes.io/metadata.name"
 COLLECTIONS = {"Namespace": "namespaces", "Node": "nodes"}
+# Lists paged at once: as many snapshots are held, the oldest dropped first.
+MAX_SNAPSHOTS = 16
+LIST_DROPS = frozenset(("kind", "apiVersion"))
+PADDING_MARK = "\u0000node-padding\u0000"
+PADDING_MARK_JSON = json.dumps(PADDING_MARK).encode()
+MAX_ENCODED = 1_000_000
 LIST_KINDS = {"namespaces": "NamespaceList", "nodes": "NodeList"}
 # Who the fake's clients are, in the messages of forbidden requests.
 FORBIDDEN_USER = "system:serviceaccount:gpu-admission:gpu-vram-advertiser"
@@ -156,7 +169,7 @@ class FakeApiServer:
         self._served: dict[str, tuple[str, str]] = dict(WORKLOAD_PATHS)
         self._watched = {"namespaces": self._namespaces, "nodes": self._nodes}
         self._version = first_resource_version
-        self._history: list[tuple[int, str, Event]] = []
+        self._history: collections.deque[tuple[int, str, Event]] = collections.deque()
         self._oldest_watchable = first_resource_version
         self._watchers: dict[queue.Queue[Event | None], str] = {}
         self._held_events: list[tuple[str, Event]] | None = None
@@ -176,6 +189,24 @@ class FakeApiServer:
         self._hooks: list[tuple[str, str, Callable[[], object]]] = []
         self._httpd: _Httpd | None = None
         self.port = 0
+        # LIST requests of namespaces and nodes answered, pages each.
+        self.list_pages_served = 0
+        # 429s still to answer node status patches with, and the Retry-After they carry.
+        self._throttled_patches = 0
+        self._retry_after = 1
+        # Sent as every node's status.images, and never held per node: a cluster's nodes of
+        # 10 to 30 KiB each cost the fake nothing to hold.
+        self.node_padding: Any = None
+        # The watch cache's capacity: past it the oldest events go, and a watch from before
+        # them gets 410 Expired (None: every event is kept).
+        self.history_limit: int | None = None
+        # The snapshots that `continue` tokens page through, by their number.
+        self._snapshots: dict[int, list[Event]] = {}
+        self._snapshot_numbers = 0
+        # Stored objects as lists carry them, by id() (the object is kept beside, so that an
+        # id reused by another object is told apart), and the padding as JSON.
+        self._encoded: dict[int, tuple[Event, bytes]] = {}
+        self._padding: tuple[Any, bytes] | None = None
 
     # --- running -------------------------------------------------------------------------
 
@@ -290,14 +321,15 @@ class FakeApiServer:
 
     def set_labels(self, name: str, labels: Mapping[str, str]) -> Event:
         with self._lock:
-            namespace = self._namespaces[name]
+            namespace = _copy(self._namespaces[name])
             namespace["metadata"]["labels"] = _namespace_labels(name, labels)
+            self._namespaces[name] = namespace
             return self._emit("MODIFIED", namespace)
 
     def delete_namespace(self, name: str) -> Event:
         """Deleted at once: the Terminating phase and the finalizers are not played out."""
         with self._lock:
-            namespace = self._namespaces.pop(name)
+            namespace = _copy(self._namespaces.pop(name))
             namespace["metadata"]["deletionTimestamp"] = datetime.now(UTC).strftime(
                 "%Y-%m-%dT%H:%M:%SZ"
             )
@@ -369,8 +401,9 @@ class FakeApiServer:
     def change_node(self, name: str, change: Callable[[Event], object]) -> Event:
         """Change a node as another writer would (a labeller, a kubelet): `change` edits it."""
         with self._lock:
-            node = self._nodes[name]
+            node = _copy(self._nodes[name])
             change(node)
+            self._nodes[name] = node
             return self._emit("MODIFIED", node)
 
     def delete_node(self, name: str) -> Event:
@@ -505,7 +538,31 @@ class FakeApiServer:
             found = self._nodes.get(name)
             if found is None:
                 return 404, _not_found("nodes", "", name)
-            return 200, _copy(found)
+            return 200, self.on_the_wire(_copy(found))
+
+    def throttle_patches(self, count: int, retry_after: int = 1) -> None:
+        """Answer the next `count` node status patches 429 Too Many Requests, with a
+        Retry-After of `retry_after` seconds, as priority and fairness does when busy."""
+        with self._lock:
+            self._throttled_patches = count
+            self._retry_after = retry_after
+
+    def throttled(self) -> int | None:
+        """The Retry-After for this patch, when it is to be refused with a 429."""
+        with self._lock:
+            if self._throttled_patches <= 0:
+                return None
+            self._throttled_patches -= 1
+            return self._retry_after
+
+    def on_the_wire(self, obj: Event) -> Event:
+        """A node as the API sends it: with `node_padding` as its `status.images`."""
+        if self.node_padding is None or obj.get("kind", "Node") != "Node":
+            return obj
+        status_map = obj.get("status")
+        if isinstance(status_map, dict):
+            obj = {**obj, "status": {**status_map, "images": self.node_padding}}
+        return obj
 
     def patch_node_status(
         self, name: str, content_type: str | None, body: Any
@@ -528,9 +585,11 @@ class FakeApiServer:
                 message = "the server rejected our request due to an error in our request"
                 return 422, status(422, "Invalid", message, {})
             if patched["status"] == current["status"]:
-                return 200, _copy(current)
-            current["status"] = patched["status"]
-            return 200, _copy(self._emit("MODIFIED", current)["object"])
+                return 200, self.on_the_wire(_copy(current))
+            stored = _copy(current)
+            stored["status"] = patched["status"]
+            self._nodes[name] = stored
+            return 200, self.on_the_wire(_copy(self._emit("MODIFIED", stored)["object"]))
 
     def lease_request(
         self, method: str, namespace: str, name: str | None, body: Any
@@ -778,20 +837,6 @@ class FakeApiServer:
         with self._lock:
             self._requests.append(request)
 
-    def object_list(self, collection: str) -> Event:
-        with self._lock:
-            items = []
-            for obj in self._watched[collection].values():
-                item = json.loads(json.dumps(obj))
-                del item["kind"], item["apiVersion"]
-                items.append(item)
-            return {
-                "kind": LIST_KINDS[collection],
-                "apiVersion": "v1",
-                "metadata": {"resourceVersion": str(self._version)},
-                "items": items,
-            }
-
     def add_workload(self, path: str, obj: Mapping[str, Any]) -> None:
         """A Pod or workload for the list at `path` (one served), stored as given."""
         with self._lock:
@@ -864,43 +909,87 @@ class FakeApiServer:
             "resources": by_version[api_version],
         }
 
-    def workload_page(self, path: str, query: Mapping[str, str]) -> tuple[int, Event]:
+    def workload_page(self, path: str, query: Mapping[str, str]) -> tuple[int, Event | bytes]:
         """A page of a workload list, as the apiserver pages a LIST: `limit` items at most, and
-        `metadata.continue` (opaque) with `remainingItemCount` while more are left. A token
-        from another list, or from before a write, is 410 `Expired`."""
+        `metadata.continue` (opaque) with `remainingItemCount` while more are left. Later pages
+        come from the snapshot the first one began, whatever was written since, until
+        `expire_list_snapshots()` (etcd's compaction): then the token is 410 `Expired`."""
         with self._lock:
             api_version, kind = self._served[path]
-            stored = self._workloads[path]
-            version = str(self._version)
-            start = 0
-            token = query.get("continue", "")
-            if token:
-                token_path, token_version, offset = [*token.split("|"), "", "", ""][:3]
-                if token_path != path or token_version != version or not offset.isdigit():
-                    message = (
-                        "The provided continue parameter is too old to display a consistent "
-                        "list result."
-                    )
-                    return 410, status(410, "Expired", message)
-                start = int(offset)
-            limit = int(query.get("limit", "0") or "0")
-            end = len(stored) if limit <= 0 else min(len(stored), start + limit)
-            items = []
-            for obj in stored[start:end]:
-                item = json.loads(json.dumps(obj))
-                item.pop("kind", None)
-                item.pop("apiVersion", None)
-                items.append(item)
-            metadata: Event = {"resourceVersion": version}
-            if end < len(stored):
-                metadata["continue"] = f"{path}|{version}|{end}"
-                metadata["remainingItemCount"] = len(stored) - end
-            return 200, {
-                "kind": kind,
-                "apiVersion": api_version,
-                "metadata": metadata,
-                "items": items,
-            }
+            return self._page(path, kind, api_version, self._workloads[path], query)
+
+    def object_page(self, collection: str, query: Mapping[str, str]) -> tuple[int, Event | bytes]:
+        """A page of the namespaces or the nodes, as `workload_page` pages."""
+        with self._lock:
+            self.list_pages_served += 1
+            stored = list(self._watched[collection].values())
+            path = f"/api/v1/{collection}"
+            return self._page(path, LIST_KINDS[collection], "v1", stored, query)
+
+    def expire_list_snapshots(self) -> None:
+        """Compaction: every `continue` token handed out so far is 410 Expired from now."""
+        with self._lock:
+            self._snapshots.clear()
+
+    def _page(
+        self,
+        path: str,
+        kind: str,
+        api_version: str,
+        stored: list[Event],
+        query: Mapping[str, str],
+    ) -> tuple[int, Event | bytes]:
+        # Stored objects are replaced on a write, never changed: a snapshot is a list of them.
+        version, start, number = str(self._version), 0, -1
+        token = query.get("continue", "")
+        if token:
+            token_path, version, offset, number_text = [*token.split("|"), "", "", "", ""][:4]
+            found = self._snapshots.get(int(number_text)) if number_text.isdigit() else None
+            if token_path != path or found is None or not offset.isdigit():
+                message = (
+                    "The provided continue parameter is too old to display a consistent list "
+                    "result. You can start a new list without the continue parameter."
+                )
+                return 410, status(410, "Expired", message)
+            stored, start, number = found, int(offset), int(number_text)
+        limit = int(query.get("limit", "0") or "0")
+        end = len(stored) if limit <= 0 else min(len(stored), start + limit)
+        metadata: Event = {"resourceVersion": version}
+        if end < len(stored):
+            if number < 0:
+                self._snapshot_numbers += 1
+                number = self._snapshot_numbers
+                self._snapshots[number] = list(stored)
+                while len(self._snapshots) > MAX_SNAPSHOTS:
+                    del self._snapshots[min(self._snapshots)]
+            metadata["continue"] = f"{path}|{version}|{end}|{number}"
+            metadata["remainingItemCount"] = len(stored) - end
+        elif number >= 0:
+            self._snapshots.pop(number, None)
+        head = {"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": []}
+        items = b",".join(self._list_item(obj) for obj in stored[start:end])
+        encoded = json.dumps(head, separators=(",", ":")).encode()
+        return 200, encoded[:-2] + items + b"]}"
+
+    def _list_item(self, obj: Event) -> bytes:
+        """`obj` as a list carries it (without kind and apiVersion), encoded once per stored
+        version of it: a list of 100,000 nodes is then mostly a join."""
+        key = id(obj)
+        cached = self._encoded.get(key)
+        if cached is None or cached[0] is not obj:
+            item = {name: value for name, value in obj.items() if name not in LIST_DROPS}
+            if self.node_padding is not None and isinstance(item.get("status"), dict):
+                item["status"] = {**item["status"], "images": PADDING_MARK}
+            encoded = json.dumps(item, separators=(",", ":")).encode()
+            if len(self._encoded) > MAX_ENCODED:
+                self._encoded.clear()
+            cached = self._encoded[key] = (obj, encoded)
+        if self.node_padding is None:
+            return cached[1]
+        if self._padding is None or self._padding[0] is not self.node_padding:
+            padding = json.dumps(self.node_padding, separators=(",", ":")).encode()
+            self._padding = (self.node_padding, padding)
+        return cached[1].replace(PADDING_MARK_JSON, self._padding[1])
 
     def namespace(self, name: str) -> Event | None:
         with self._lock:
@@ -955,6 +1044,8 @@ class FakeApiServer:
         event = {"type": kind, "object": json.loads(json.dumps(obj))}
         collection = COLLECTIONS[obj["kind"]]
         self._history.append((self._version, collection, event))
+        if self.history_limit is not None and len(self._history) > self.history_limit:
+            self._oldest_watchable = self._history.popleft()[0]
         if self._held_events is not None:
             self._held_events.append((collection, event))
         else:
@@ -1158,7 +1249,7 @@ class _Handler(BaseHTTPRequestHandler):
             if watching in TRUE_WORDS:
                 self._serve_watch(query)
             else:
-                self._send_json(200, api.object_list("namespaces"))
+                self._send_json(*api.object_page("namespaces", query))
             return
         name = url.path.removeprefix(NAMESPACES_PATH + "/")
         if url.path.startswith(NAMESPACES_PATH + "/") and name and "/" not in name:
@@ -1188,9 +1279,16 @@ class _Handler(BaseHTTPRequestHandler):
             if query.get("watch", "false") in TRUE_WORDS:
                 self._serve_watch(query, "nodes")
             else:
-                self._send_json(200, api.object_list("nodes"))
+                self._send_json(*api.object_page("nodes", query))
         elif node and node[2] and self.command == "PATCH":
-            self._send_json(*api.patch_node_status(node[1], content_type, body))
+            retry_after = api.throttled()
+            if retry_after is not None:
+                message = "Too many requests, please try again later."
+                self._send_json(
+                    429, status(429, "TooManyRequests", message), {"Retry-After": str(retry_after)}
+                )
+            else:
+                self._send_json(*api.patch_node_status(node[1], content_type, body))
         elif node and not node[2] and self.command == "GET":
             self._send_json(*api.read_node(node[1]))
         elif leases:
@@ -1271,14 +1369,14 @@ class _Handler(BaseHTTPRequestHandler):
                         self._send_chunk(api.bookmark(collection))
                     break
                 try:
-                    event = later.get(timeout=min(0.05, left) if left is not None else 0.05)
+                    later_event = later.get(timeout=min(0.05, left) if left is not None else 0.05)
                 except queue.Empty:
                     if self._client_gone():
                         return
                     continue
-                if event is None:
+                if later_event is None:
                     break
-                self._send_chunk(event)
+                self._send_chunk(later_event)
             if not self.server.closed.is_set():
                 self.wfile.write(b"0\r\n\r\n")
         finally:
@@ -1296,12 +1394,18 @@ class _Handler(BaseHTTPRequestHandler):
             return True
 
     def _send_chunk(self, event: Event) -> None:
+        if isinstance(event.get("object"), dict):
+            event = {**event, "object": self.server.api.on_the_wire(event["object"])}
         line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
 
-    def _send_json(self, code: int, body: Event) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode()
+    def _send_json(
+        self, code: int, body: Event | bytes, headers: Mapping[str, str] | None = None
+    ) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         self.send_response(code)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Content-Length", str(len(data)))
