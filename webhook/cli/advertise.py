@@ -30,7 +30,7 @@ DEFAULT_LEASE_NAME = "gpu-vram-advertiser"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 LIST_TIMEOUT = (5.0, 60.0)
 # What a pass has queued of its node events is sent before the command ends, this long at most.
-EVENTS_FLUSH_SECONDS = 10.0
+EVENTS_FLUSH_SECONDS = 2.0
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 T = TypeVar("T")

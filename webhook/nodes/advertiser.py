@@ -297,6 +297,7 @@ class Advertiser:
         return True
 
     def _failed(self, name: str, error: BaseException, tally: Tally) -> None:
+        tally.patched -= 1
         tally.failed += 1
         self._metrics.patch_failed()
         log.warning("node %s: the patch failed (%s); trying again later", name, short_reason(error))
