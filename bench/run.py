@@ -16,13 +16,14 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import report, wrk
+from bench import node_scale, report, wrk
 from bench.decision import answer_of, time_decision
 from bench.growth import WrongAnswer, container_growth, policy_growth
 from bench.machine import describe, load_average
@@ -61,6 +62,7 @@ class Plan:
     tls_runs: int = 3
     edge_runs: int = 5
     rates: tuple[int, ...] = (100, 500, 1000)
+    node_sizes: tuple[int, ...] = node_scale.SIZES
 
 
 FULL = Plan(
@@ -78,6 +80,7 @@ QUICK = Plan(
     fixed_rate_s=2,
     decision_s=0.3,
     memory_requests=10_000,
+    node_sizes=(1_000, 10_000),
 )
 # Each piece of the serving edge, and the settings that turn it off (webhook/server/settings.py).
 EDGE_SWITCHES: dict[str, dict[str, str]] = {
@@ -134,6 +137,8 @@ class Bench:
             baseline.stop()
             self.edge(gpu_pod, files[gpu_pod.name])
             self.memory_after_load(ours, files[gpu_pod.name])
+        # After the servers stop: the node side has the machine to itself.
+        self.nodes()
         self.figures["machine"]["load_average_end"] = load_average()
         return self.figures
 
@@ -303,6 +308,15 @@ class Bench:
         self.figures["edge"] = found
 
     # Memory
+
+    def nodes(self) -> None:
+        report.section(
+            "Node scale: the advertiser and the node inventory against a fake API of N nodes"
+        )
+        with tempfile.TemporaryDirectory() as workdir:
+            self.figures["nodes"] = node_scale.measure(
+                self.plan.node_sizes, Path(workdir), report=report.say
+            )
 
     def read_memory(self, stage: str, label: str, server: Server) -> None:
         self.memory[stage] = {pid: rss_mib(pid) for pid in server.workers()}

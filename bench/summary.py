@@ -103,6 +103,7 @@ def markdown(figures: Mapping[str, Any]) -> str:
     lines += _spread_and_tls(figures)
     lines += _decision(figures.get("decision", {}))
     lines += _memory(figures.get("memory"))
+    lines += nodes_section(figures.get("nodes"))
     if figures.get("targets"):
         rows = [
             [
@@ -258,3 +259,42 @@ def _memory(memory: Mapping[str, Any] | None) -> list[str]:
     ]
     header = ["worker", "start", "after warm-up", f"after {served} requests", "growth"]
     return ["", "Resident memory per worker, MiB:", "", *_table(header, rows)]
+
+
+def nodes_section(nodes: Mapping[str, Any] | None) -> list[str]:
+    if not nodes:
+        return []
+    rows = []
+    for size, found in nodes["sizes"].items():
+        first, second, inventory = found["first"], found["second"], found["inventory"]
+        rows.append(
+            [
+                f"{int(size):,}",
+                f"{number(first['seconds'])} s, {number(first.get('patches_per_second'))}/s",
+                f"{number(first.get('cpu_seconds'))} s",
+                number(first["peak_rss_mib"]),
+                f"{number(second['seconds'])} s, {number(second['peak_rss_mib'])} MiB",
+                f"{number(inventory.get('list_seconds'))} s, "
+                f"{number(inventory['peak_rss_mib'])} MiB",
+            ]
+        )
+    header = [
+        "nodes (half in the pool)",
+        "first pass, patches/s",
+        "its CPU",
+        "its peak RSS, MiB",
+        "second pass",
+        "node inventory: list, peak RSS",
+    ]
+    serial = nodes["serial"]
+    lines = ["", "The node side at cluster scale (`python -m bench.node_scale`):", ""]
+    lines += _table(header, rows)
+    lines += [
+        "",
+        f"Baseline, {serial['nodes']:,} nodes one patch at a time: "
+        f"{number(serial['first']['seconds'])} s, "
+        f"{number(serial['first'].get('patches_per_second'))} patches/s; in parallel ÷ one at "
+        f"a time: {times(nodes.get('parallel_over_serial'))}. Peak RSS per node between the "
+        f"smallest and the largest size: {nodes.get('bytes_per_node', '—')} B.",
+    ]
+    return lines

@@ -18,6 +18,8 @@ from typing import Any, Literal
 Comparison = Literal["at least", "at most"]
 
 HTTP_GPU = "http.gpu-pod.kept-alive"
+NODES_LARGEST = "nodes.sizes.100000"
+NODES_MIDDLE = "nodes.sizes.10000"
 MEMORY_REQUESTS = ("memory.requests_served", 100_000)
 
 
@@ -126,6 +128,38 @@ TARGETS: tuple[Target, ...] = (
         10.0,
         "MiB",
         requires=(MEMORY_REQUESTS,),
+    ),
+    Target(
+        "advertiser peak RSS, 100,000 nodes",
+        f"{NODES_LARGEST}.first.peak_rss_mib",
+        "at most",
+        150.0,
+        "MiB",
+        runs=(f"{NODES_LARGEST}.first", f"{NODES_LARGEST}.second"),
+    ),
+    Target(
+        "advertiser first pass, 100,000 nodes of which 50,000 in the pool",
+        f"{NODES_LARGEST}.first.seconds",
+        "at most",
+        60.0,
+        "s",
+        runs=(f"{NODES_LARGEST}.first",),
+    ),
+    Target(
+        "node inventory peak RSS, 100,000 nodes",
+        f"{NODES_LARGEST}.inventory.peak_rss_mib",
+        "at most",
+        150.0,
+        "MiB",
+        runs=(f"{NODES_LARGEST}.inventory",),
+    ),
+    Target(
+        "advertiser patches/s at 10,000 nodes, in parallel ÷ one at a time",
+        "nodes.parallel_over_serial",
+        "at least",
+        1.25,
+        "x one at a time",
+        runs=(f"{NODES_MIDDLE}.first", "nodes.serial.first"),
     ),
 )
 

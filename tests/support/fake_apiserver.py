@@ -317,14 +317,14 @@ class FakeApiServer:
                 "status": {"phase": "Active"},
             }
             self._namespaces[name] = namespace
-            return self._emit("ADDED", namespace)
+            return _copy(self._emit("ADDED", namespace))
 
     def set_labels(self, name: str, labels: Mapping[str, str]) -> Event:
         with self._lock:
             namespace = _copy(self._namespaces[name])
             namespace["metadata"]["labels"] = _namespace_labels(name, labels)
             self._namespaces[name] = namespace
-            return self._emit("MODIFIED", namespace)
+            return _copy(self._emit("MODIFIED", namespace))
 
     def delete_namespace(self, name: str) -> Event:
         """Deleted at once: the Terminating phase and the finalizers are not played out."""
@@ -335,7 +335,7 @@ class FakeApiServer:
             )
             namespace["spec"]["finalizers"] = []
             namespace["status"]["phase"] = "Terminating"
-            return self._emit("DELETED", namespace)
+            return _copy(self._emit("DELETED", namespace))
 
     def advance(self, writes: int = 1) -> str:
         """Writes to other resources move the cluster's resourceVersion on."""
@@ -392,7 +392,7 @@ class FakeApiServer:
             body.setdefault("status", {}).setdefault("capacity", {"cpu": "8", "pods": "110"})
             body["status"].setdefault("allocatable", dict(body["status"]["capacity"]))
             self._nodes[metadata["name"]] = body
-            return self._emit("ADDED", body)
+            return _copy(self._emit("ADDED", body))
 
     def node(self, name: str) -> Event:
         with self._lock:
@@ -404,11 +404,11 @@ class FakeApiServer:
             node = _copy(self._nodes[name])
             change(node)
             self._nodes[name] = node
-            return self._emit("MODIFIED", node)
+            return _copy(self._emit("MODIFIED", node))
 
     def delete_node(self, name: str) -> Event:
         with self._lock:
-            return self._emit("DELETED", self._nodes.pop(name))
+            return _copy(self._emit("DELETED", _copy(self._nodes.pop(name))))
 
     def leases(self) -> dict[tuple[str, str], Event]:
         with self._lock:
@@ -580,16 +580,17 @@ class FakeApiServer:
             if current is None:
                 return 404, _not_found("nodes", "", name)
             try:
-                patched = patch.apply(_copy(current))
+                patched = patch.apply(_copy(current), in_place=True)
             except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException):
                 message = "the server rejected our request due to an error in our request"
                 return 422, status(422, "Invalid", message, {})
             if patched["status"] == current["status"]:
-                return 200, self.on_the_wire(_copy(current))
-            stored = _copy(current)
-            stored["status"] = patched["status"]
+                return 200, self.on_the_wire(current)
+            # Stored objects are never changed once stored (see _emit): parts are shared.
+            metadata = dict(current["metadata"])
+            stored = {**current, "metadata": metadata, "status": patched["status"]}
             self._nodes[name] = stored
-            return 200, self.on_the_wire(_copy(self._emit("MODIFIED", stored)["object"]))
+            return 200, self.on_the_wire(self._emit("MODIFIED", stored)["object"])
 
     def lease_request(
         self, method: str, namespace: str, name: str | None, body: Any
@@ -922,7 +923,8 @@ class FakeApiServer:
         """A page of the namespaces or the nodes, as `workload_page` pages."""
         with self._lock:
             self.list_pages_served += 1
-            stored = list(self._watched[collection].values())
+            # A page after the first reads its snapshot: the current list is not copied for it.
+            stored = [] if query.get("continue") else list(self._watched[collection].values())
             path = f"/api/v1/{collection}"
             return self._page(path, LIST_KINDS[collection], "v1", stored, query)
 
@@ -959,7 +961,9 @@ class FakeApiServer:
             if number < 0:
                 self._snapshot_numbers += 1
                 number = self._snapshot_numbers
-                self._snapshots[number] = list(stored)
+                self._snapshots[number] = (
+                    stored if stored is not self._workloads.get(path) else list(stored)
+                )
                 while len(self._snapshots) > MAX_SNAPSHOTS:
                     del self._snapshots[min(self._snapshots)]
             metadata["continue"] = f"{path}|{version}|{end}|{number}"
@@ -1039,9 +1043,12 @@ class FakeApiServer:
             }
 
     def _emit(self, kind: str, obj: Event) -> Event:
+        """Record and deliver a change of `obj`, which was just stored: a stored object is
+        replaced on the next change, never changed in place, so the event holds it as it is
+        (and list snapshots hold it too)."""
         self._version += 1
         obj["metadata"]["resourceVersion"] = str(self._version)
-        event = {"type": kind, "object": json.loads(json.dumps(obj))}
+        event = {"type": kind, "object": obj}
         collection = COLLECTIONS[obj["kind"]]
         self._history.append((self._version, collection, event))
         if self.history_limit is not None and len(self._history) > self.history_limit:

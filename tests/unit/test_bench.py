@@ -30,7 +30,14 @@ from bench.scenarios import (
     with_containers,
 )
 from bench.stats import percentile
-from bench.summary import BEGIN, END, markdown, outcome_records, replace_between_markers
+from bench.summary import (
+    BEGIN,
+    END,
+    markdown,
+    nodes_section,
+    outcome_records,
+    replace_between_markers,
+)
 from bench.targets import TARGETS, evaluate, lookup
 from bench.wrk import parse_result
 from webhook.cli.admit import review_body
@@ -95,6 +102,36 @@ def passing_figures() -> dict[str, Any]:
             "containers": {"slope_ratio": 1.1},
         },
         "memory": {"requests_served": 120_000, "max_after_mib": 70.0, "max_growth_mib": 2.0},
+        "nodes": {
+            "sizes": {
+                "10000": node_size(seconds=8.0, patches=5_000, rss=105.0),
+                "100000": node_size(seconds=55.0, patches=50_000, rss=120.0),
+            },
+            "serial": {"nodes": 10_000, "first": node_pass(20.0, 5_000, 104.0)},
+            "parallel_over_serial": 2.5,
+            "bytes_per_node": 160,
+        },
+    }
+
+
+def node_pass(seconds: float, patches: int, rss: float) -> dict[str, Any]:
+    return {
+        "seconds": seconds,
+        "cpu_seconds": seconds * 0.9,
+        "peak_rss_mib": rss,
+        "patched": patches,
+        "patches_per_second": patches / seconds if patches else None,
+        "exit_code": 0,
+        "error_count": 0,
+    }
+
+
+def node_size(seconds: float, patches: int, rss: float) -> dict[str, Any]:
+    inventory = {"list_seconds": seconds / 4, "peak_rss_mib": rss - 10, "error_count": 0}
+    return {
+        "first": node_pass(seconds, patches, rss),
+        "second": node_pass(seconds / 3, 0, rss),
+        "inventory": inventory,
     }
 
 
@@ -224,6 +261,36 @@ FAILURES = [
         "RSS growth per worker from warm-up to the end (largest)",
         "needs",
         id="memory-read-too-early",
+    ),
+    pytest.param(
+        _set("nodes.sizes.100000.first.peak_rss_mib", 150.5),
+        "advertiser peak RSS, 100,000 nodes",
+        "",
+        id="advertiser-over-150mib",
+    ),
+    pytest.param(
+        _set("nodes.sizes.100000.second.error_count", 1),
+        "advertiser peak RSS, 100,000 nodes",
+        "errors",
+        id="advertiser-second-pass-failed",
+    ),
+    pytest.param(
+        _set("nodes.sizes.100000.first.seconds", 61.0),
+        "advertiser first pass, 100,000 nodes of which 50,000 in the pool",
+        "",
+        id="first-pass-over-a-minute",
+    ),
+    pytest.param(
+        _drop("nodes.sizes.100000"),
+        "node inventory peak RSS, 100,000 nodes",
+        "not measured",
+        id="quick-run-without-100k-nodes",
+    ),
+    pytest.param(
+        _set("nodes.parallel_over_serial", 1.1),
+        "advertiser patches/s at 10,000 nodes, in parallel ÷ one at a time",
+        "",
+        id="parallel-no-faster",
     ),
 ]
 
@@ -531,6 +598,16 @@ def test_a_missed_target_is_named_with_its_figure_before_any_table() -> None:
     assert f"{heading}\n\n{missed}\n" in text
     assert text.index(missed) < text.index("|")
     assert "| 1.72 x baseline | at least 1.8 x baseline | FAIL |" in text
+
+
+def test_the_summary_tables_the_node_side_with_its_baseline() -> None:
+    figures = passing_figures()
+    text = "\n".join(nodes_section(figures["nodes"]))
+    (row,) = [line for line in text.splitlines() if line.startswith("| 100,000 |")]
+    assert row.split(" | ")[1:4] == ["55.0 s, 909.1/s", "49.5 s", "120.0"]
+    assert "Baseline, 10,000 nodes one patch at a time: 20.0 s, 250.0 patches/s" in text
+    assert "in parallel ÷ one at a time: 2.50x" in text
+    assert "160 B" in text
 
 
 def test_a_target_missed_for_want_of_a_figure_says_why() -> None:
