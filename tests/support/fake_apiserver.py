@@ -194,6 +194,8 @@ class FakeApiServer:
         # 429s still to answer node status patches with, and the Retry-After they carry.
         self._throttled_patches = 0
         self._retry_after = 1
+        # Seconds each node status patch takes before it is answered, as an etcd write does.
+        self.write_latency = 0.0
         # Sent as every node's status.images, and never held per node: a cluster's nodes of
         # 10 to 30 KiB each cost the fake nothing to hold.
         self.node_padding: Any = None
@@ -1288,6 +1290,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(*api.object_page("nodes", query))
         elif node and node[2] and self.command == "PATCH":
+            if api.write_latency:
+                time.sleep(api.write_latency)  # etcd's write, outside every lock
             retry_after = api.throttled()
             if retry_after is not None:
                 message = "Too many requests, please try again later."

@@ -36,6 +36,9 @@ MESSAGE_LIMIT = 1024
 QUEUE_LIMIT = 1000
 EVENT_QPS = 20.0
 EVENT_BURST = 100
+IDLE_POLL_SECONDS = 0.2
+# The longest an Event's POST may take once started (EVENT_TIMEOUT's connect and read).
+SEND_TIMEOUT_SECONDS = 10.0
 
 
 class NodeEvents:
@@ -43,33 +46,26 @@ class NodeEvents:
         self._core = core
         self._identity = identity
         self._broken = False
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(queue_limit)
+        self._queue: queue.Queue[dict[str, Any]] = queue.Queue(queue_limit)
         self._dropped = 0
         self._sender: threading.Thread | None = None
         self._sender_lock = threading.Lock()
         self._bucket = TokenBucket(EVENT_QPS, EVENT_BURST)
-        self._closing = threading.Event()
+        self._finishing = threading.Event()
+        self._finish_by = float("inf")
 
     def close(self, timeout: float) -> None:
-        """Send what is queued, for at most `timeout` seconds, and stop the sender."""
+        """Send what is queued for at most `timeout` seconds, then drop the rest; the sender has
+        ended when this returns (a thread still sending at interpreter exit may abort it)."""
         sender = self._sender
         if sender is None:
             return
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._queue.put(None, timeout=max(deadline - time.monotonic(), 0.01))
-                break
-            except queue.Full:
-                if time.monotonic() >= deadline:
-                    break
-        sender.join(max(deadline - time.monotonic(), 0.0))
-        # What the rate still holds back past the deadline is dropped with the thread.
-        self._closing.set()
-        if self._dropped:
-            log.warning(
-                "nodes: %d events about nodes were dropped (too many at once)", self._dropped
-            )
+        self._finish_by = time.monotonic() + timeout
+        self._finishing.set()
+        sender.join(timeout + SEND_TIMEOUT_SECONDS)
+        dropped = self._dropped + self._queue.qsize()
+        if dropped:
+            log.warning("nodes: %d events about nodes were dropped (too many at once)", dropped)
 
     def advertised(self, node: str, message: str) -> None:
         self._record(node, "Normal", "VRAMAdvertised", message)
@@ -112,9 +108,29 @@ class NodeEvents:
                 self._sender.start()
 
     def _send_queued(self) -> None:
-        while (body := self._queue.get()) is not None:
-            if not self._broken and self._bucket.take(self._closing.wait):
-                self._send(body)
+        while not (self._finishing.is_set() and self._queue.empty()):
+            try:
+                body = self._queue.get(timeout=IDLE_POLL_SECONDS)
+            except queue.Empty:
+                continue
+            if self._broken:
+                continue
+            if not self._bucket.take(self._wait_in_time):
+                self._dropped += 1  # its turn comes after close()'s deadline
+                return
+            self._send(body)
+
+    def _wait_in_time(self, seconds: float) -> bool:
+        """Wait `seconds` for the next event's turn; True, without waiting on, when its turn
+        comes after close()'s deadline."""
+        started = time.monotonic()
+        if not self._finishing.wait(seconds):
+            return False
+        left = seconds - (time.monotonic() - started)
+        if time.monotonic() + left > self._finish_by:
+            return True
+        time.sleep(max(left, 0.0))
+        return False
 
     def _send(self, body: dict[str, Any]) -> None:
         node = body["involvedObject"]["name"]
