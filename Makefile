@@ -43,7 +43,7 @@ test: $(STAMP) ## lint, then the whole suite (about 8 minutes on 2 cores)
 # The benchmark (bench/README.md): the server as `make run` starts it, against the same stack
 # answering a fixed review, under Debian's wrk. BENCH_ARGS="--check" fails on a missed target;
 # "--quick" shortens every run; "--readme" copies the figures into bench/README.md.
-bench: certs ## the benchmark, bench/README.md (about 10 minutes; BENCH_ARGS=--quick, --check)
+bench: certs ## the benchmark, bench/README.md (about 25 minutes; BENCH_ARGS=--quick, --check)
 	@command -v wrk >/dev/null || command -v apt-get >/dev/null || { \
 		echo "bench: the load generator wrk is not installed: install it from your system's packages"; \
 		exit 1; }
