@@ -45,6 +45,22 @@ log = logging.getLogger("webhook")
 KeptNode = tuple[NodeReading, NodeView]
 NOTHING: frozenset[str] = frozenset()
 
+
+@dataclass(frozen=True)
+class PlanBasis:
+    """What one set of policies plans with: the sharing policies, the resources they no longer
+    name, and the keeper of what they read. A pass takes one and plans every node with it, so a
+    reload during the pass cannot plan a node with policies its view was not kept for."""
+
+    sharing: list[tuple[str, Sharing]]
+    retired: frozenset[str]
+    keeper: NodeKeeper
+
+    @property
+    def reading(self) -> NodeReading:
+        return self.keeper.reading
+
+
 HTTP_UNPROCESSABLE = 422
 
 
@@ -102,15 +118,13 @@ class Advertiser:
         self._on_fatal = on_fatal
         self._stopping = stopping or threading.Event()
         self._patcher = StatusPatcher(core, limits or PatchLimits(), stopping=self._stopping)
-        self._relist: Callable[[], None] | None = None
+        self._request_relist: Callable[[], None] | None = None
         # The VRAM resources of the policies last served: one that no policy names any more is
         # withdrawn from every node, once this process has seen a policy name it.
         self._owned: set[str] = set()
         self._named: set[str] = set()
         self._served_policies: Sequence[Policy] | None = None
-        self._served_sharing: list[tuple[str, Sharing]] = []
-        self._keeper: NodeKeeper | None = None
-        self._keeper_for: Sequence[Policy] | None = None
+        self._basis: PlanBasis | None = None
         # The informer's thread keeps nodes while a pass may hold `_lock`.
         self._reading_lock = threading.RLock()
         self._relist_asked = False
@@ -125,13 +139,13 @@ class Advertiser:
         self._said: dict[str, tuple[str, ...]] = {}
 
     def watched_by(self, relist: Callable[[], None]) -> None:
-        self._relist = relist
+        self._request_relist = relist
 
     # --- the informer's calls --------------------------------------------------------------
 
     def keep(self, node: Mapping[str, Any]) -> KeptNode | None:
         """What is held of a node: its view under the reading the policies ask for now."""
-        keeper = self._keeper_now()
+        keeper = self._basis_now().keeper
         try:
             return keeper.reading, keeper.view(node)
         except MalformedNode as error:
@@ -159,7 +173,7 @@ class Advertiser:
 
     def _replace(self, kept: list[KeptNode]) -> None:
         with self._lock:
-            readings = {reading for reading, _ in kept} or {self._keeper_now().reading}
+            readings = {reading for reading, _ in kept} or {self._basis_now().reading}
             # Mixed readings (the policies changed during the list) are held as stale.
             self._held_reading = readings.pop() if len(readings) == 1 else None
             self._relist_asked = False
@@ -179,12 +193,17 @@ class Advertiser:
                 self._publish()
                 return
             self._nodes[node.name] = node
-            if self._stale(reading):
+            basis = self._basis_now()
+            if self._needs_relist(basis.reading) or (
+                reading != basis.reading and self._request_relist is not None
+            ):
+                # Kept under other policies than those served now: planned after a new list.
+                self._ask_relist()
                 return
             tally = Tally()
-            request = self._reconcile(node, tally)
+            request = self._reconcile(node, tally, basis)
             if request is not None:
-                self._settle(self._patcher.send(request), tally)
+                self._settle(self._patcher.send(request), tally, basis)
             self._publish()
 
     # --- passes ------------------------------------------------------------------------------
@@ -193,7 +212,9 @@ class Advertiser:
         """Every node held, against the policies served now (after a reload, or a resync)."""
         tally = Tally()
         with self._lock:
-            if self._stale(self._keeper_now().reading):
+            basis = self._basis_now()
+            if self._needs_relist(basis.reading):
+                self._ask_relist()
                 tally.relisting = True
                 return tally
             with self._patcher.batch() as batch:
@@ -201,10 +222,10 @@ class Advertiser:
                 for node in list(self._nodes.values()):
                     if self._stopping.is_set() or not answered:
                         break
-                    request = self._reconcile(node, tally)
+                    request = self._reconcile(node, tally, basis)
                     if request is not None:
-                        answered = self._settle_all(batch.submit(request), tally)
-                answered = self._settle_all(batch.finish(), tally) and answered
+                        answered = self._settle_all(batch.submit(request), tally, basis)
+                self._settle_all(batch.finish(), tally, basis)
             self._publish()
         return tally
 
@@ -220,25 +241,25 @@ class Advertiser:
         self._replace(nodes)
         return self.reconcile_all()
 
-    def _stale(self, reading: NodeReading) -> bool:
+    def _needs_relist(self, reading: NodeReading) -> bool:
         """Whether the nodes held were kept under another reading than `reading`: then they are
         listed again, and planned when the list comes, not before. Without an informer (one
         pass) the policies do not change."""
-        if reading == self._held_reading or self._relist is None:
-            return False
-        if not self._relist_asked:
+        return reading != self._held_reading and self._request_relist is not None
+
+    def _ask_relist(self) -> None:
+        """Ask the informer for a new list, once until it comes."""
+        if self._request_relist is not None and not self._relist_asked:
             self._relist_asked = True
             log.info("nodes: the policies read other labels or resources; listing the nodes again")
-            self._relist()
-        return True
+            self._request_relist()
 
     # --- one node ----------------------------------------------------------------------------
 
-    def _reconcile(self, node: NodeView, tally: Tally) -> PatchRequest | None:
+    def _reconcile(self, node: NodeView, tally: Tally, basis: PlanBasis) -> PatchRequest | None:
         """Plan one node; the patch that brings it in line, if it needs one and may be sent."""
         tally.nodes += 1
-        policies = self._sharing_policies()
-        plan = plan_node(node, policies, retired=self._owned - self._named)
+        plan = plan_node(node, basis.sharing, retired=basis.retired)
         self._remember(plan)
         self._say(plan)
         self._count(plan, tally)
@@ -253,13 +274,13 @@ class Advertiser:
             return None
         return PatchRequest(node, operations, changes)
 
-    def _settle_all(self, answers: list[PatchDone], tally: Tally) -> bool:
+    def _settle_all(self, answers: list[PatchDone], tally: Tally, basis: PlanBasis) -> bool:
         answered = True
         for done in answers:
-            answered = self._settle(done, tally) and answered
+            answered = self._settle(done, tally, basis) and answered
         return answered
 
-    def _settle(self, done: PatchDone, tally: Tally) -> bool:
+    def _settle(self, done: PatchDone, tally: Tally, basis: PlanBasis) -> bool:
         """Take in a patch's answer; False when the API did not answer, so the pass should end
         (an API that does not answer would cost each remaining node a timeout)."""
         name = done.request.node.name
@@ -288,7 +309,7 @@ class Advertiser:
         assert done.patched is not None
         if name in self._nodes:
             # Held until the watch brings it, so that a resync meanwhile does not patch again.
-            self._nodes[name] = self._keeper_now().view(done.patched)
+            self._nodes[name] = basis.keeper.view(done.patched)
         self._metrics.patched()
         said = describe(done.request.changes)
         log.info("node %s: %s", name, said)
@@ -328,27 +349,21 @@ class Advertiser:
 
     # --- what is held ------------------------------------------------------------------------
 
-    def _sharing_policies(self) -> list[tuple[str, Sharing]]:
-        """The sharing policies served now; the VRAM resources named and owned follow them."""
+    def _basis_now(self) -> PlanBasis:
+        """The basis the policies served now plan with; the VRAM resources named and owned
+        follow them."""
         with self._reading_lock:
             policies = self._policies()
-            if policies is not self._served_policies:
-                self._served_sharing = sharing_policies(policies)
-                self._named = {found.vram_resource for _, found in self._served_sharing}
+            if self._basis is None or policies is not self._served_policies:
+                sharing = sharing_policies(policies)
+                self._named = {found.vram_resource for _, found in sharing}
                 self._owned |= self._named
+                reading = NodeReading.of(sharing, self._owned)
+                held = self._basis
+                keeper = held.keeper if held and held.reading == reading else NodeKeeper(reading)
+                self._basis = PlanBasis(sharing, frozenset(self._owned - self._named), keeper)
                 self._served_policies = policies
-            return self._served_sharing
-
-    def _keeper_now(self) -> NodeKeeper:
-        """The keeper of the reading the policies served now ask for."""
-        with self._reading_lock:
-            policies = self._sharing_policies()
-            if self._keeper is None or self._keeper_for is not self._served_policies:
-                reading = NodeReading.of(policies, self._owned)
-                if self._keeper is None or self._keeper.reading != reading:
-                    self._keeper = NodeKeeper(reading)
-                self._keeper_for = self._served_policies
-            return self._keeper
+            return self._basis
 
     def _remember(self, plan: NodePlan) -> None:
         advertised = frozenset(
