@@ -134,10 +134,10 @@ def test_a_shorter_pause_does_not_cut_a_longer_one_short() -> None:
     ("paused", "waits"),
     [
         pytest.param(False, [], id="a quiet spell without a pause refills the burst"),
-        pytest.param(True, [1.0, 1.0, 1.0], id="a pause of as long refills nothing"),
+        pytest.param(True, [1.0, 1.0], id="a pause of as long leaves one call, at its end"),
     ],
 )
-def test_no_tokens_accrue_during_a_pause(paused: bool, waits: list[float]) -> None:
+def test_no_more_than_one_token_is_left_after_a_pause(paused: bool, waits: list[float]) -> None:
     limiter, clock, wait = bucket(1.0, 3)
     if paused:
         limiter.pause(5.0)
@@ -197,3 +197,15 @@ def test_a_wait_that_says_stopping_during_a_later_pause_makes_take_return_false(
 def test_a_burst_below_one_raises_value_error(burst: int) -> None:
     with pytest.raises(ValueError, match="burst"):
         TokenBucket(10.0, burst, clock=FakeClock())
+
+
+def test_callers_queued_during_a_pause_leave_one_per_token_after_it() -> None:
+    limiter, clock, wait = bucket(1.0, 1)
+    limiter.take(wait)
+    limiter.pause(10.0)
+    # Five callers take their turn during the pause (none waits yet: their waits are recorded).
+    delays = []
+    for _ in range(5):
+        wait.asked.clear()
+        limiter.take(lambda seconds: delays.append(seconds) or True)
+    assert delays == pytest.approx([10.0, 11.0, 12.0, 13.0, 14.0])

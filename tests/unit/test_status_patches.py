@@ -299,3 +299,17 @@ def test_a_429_to_one_patch_of_a_batch_is_retried_and_answered_once() -> None:
     assert names_of(answers) == [f"gpu-{index}" for index in range(6)]
     assert all(done.error is None for done in answers)
     assert len(core.calls) == 8
+
+
+def test_a_batch_left_by_an_exception_does_not_wait_out_a_429() -> None:
+    core = FakeCore([too_many("30")])
+    patcher = StatusPatcher(core, UNLIMITED)  # type: ignore[arg-type]
+    started = time.monotonic()
+    with pytest.raises(RuntimeError), patcher.batch() as batch:
+        batch.submit(request("gpu-1"))
+        while not core.calls:
+            time.sleep(0.01)
+        raise RuntimeError("a refusal settled on the pass's thread")
+    # Not the 30 s the 429 asked: the patch gave up its wait when the batch was left.
+    assert time.monotonic() - started < 10
+    assert len(core.calls) == 1

@@ -44,12 +44,14 @@ class TokenBucket:
                     elapsed = now - self._updated
                     self._tokens = min(float(self.burst), self._tokens + elapsed * self.qps)
                     self._updated = now
-                # Taken now, paid for by waiting: callers queue in the order they came.
+                # Taken now, paid for by waiting: callers queue in the order they came. Tokens
+                # accrue from `_updated`, which a pause moves to its end: a debt is paid after it.
                 self._tokens -= 1
-                delay = -self._tokens / self.qps if self._tokens < 0 else 0.0
+                debt = -self._tokens / self.qps if self._tokens < 0 else 0.0
+                delay = self._updated + debt - now
             else:
                 delay = 0.0
-            delay = max(delay, self._paused_until - now)
+            delay = max(delay, self._paused_until - now, 0.0)
         if delay > 0 and wait(delay):
             return False
         # A 429 that came while this caller waited pauses it too.
@@ -63,5 +65,5 @@ class TokenBucket:
         with self._lock:
             now = self._clock()
             self._paused_until = max(self._paused_until, now + seconds)
-            self._tokens = min(self._tokens, 0.0)
+            self._tokens = 1.0  # one call at the end of the pause, then the rate
             self._updated = max(self._updated, self._paused_until)

@@ -55,8 +55,9 @@ class NodeEvents:
         self._finish_by = float("inf")
 
     def close(self, timeout: float) -> None:
-        """Send what is queued for at most `timeout` seconds, then drop the rest; the sender has
-        ended when this returns (a thread still sending at interpreter exit may abort it)."""
+        """Send what is queued for at most `timeout` seconds, then drop the rest. The sender has
+        ended when this returns, at most one Event's POST (EVENT_TIMEOUT) after the deadline: a
+        thread still sending at interpreter exit may abort it."""
         sender = self._sender
         if sender is None:
             return
@@ -115,7 +116,8 @@ class NodeEvents:
                 continue
             if self._broken:
                 continue
-            if not self._bucket.take(self._wait_in_time):
+            late = self._finishing.is_set() and time.monotonic() >= self._finish_by
+            if late or not self._bucket.take(self._wait_in_time):
                 self._dropped += 1  # its turn comes after close()'s deadline
                 return
             self._send(body)

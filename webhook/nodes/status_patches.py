@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -32,6 +33,8 @@ HTTP_TOO_MANY_REQUESTS = 429
 TOO_MANY_RETRIES = 10
 RETRY_AFTER_DEFAULT = 1.0
 RETRY_AFTER_MAX = 30.0
+# How soon a patch waiting for its turn sees that its batch was abandoned.
+GIVE_UP_POLL_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class StatusPatcher:
         self.limits = limits
         self._bucket = TokenBucket(limits.qps, limits.burst)
         self._stopping = stopping or threading.Event()
+        # Set while a batch left by an exception waits for its patches under way: those that
+        # wait for their turn, or out a 429, give up instead.
+        self._abandoned = threading.Event()
 
     def send(self, request: PatchRequest) -> PatchDone:
         """One patch, waiting its turn and out any 429s; every error is in the answer."""
@@ -77,7 +83,7 @@ class StatusPatcher:
     def _send(self, request: PatchRequest) -> Mapping[str, Any]:
         retries = 0
         while True:
-            if not self._bucket.take(self._stopping.wait):
+            if self._abandoned.is_set() or not self._bucket.take(self._wait):
                 raise Stopped("stopping")
             try:
                 return raw_json.call(
@@ -93,16 +99,29 @@ class StatusPatcher:
                 retries += 1
                 self._bucket.pause(retry_after(error))
 
+    def _wait(self, seconds: float) -> bool:
+        """Wait for a turn; True when the patch should not be sent after all."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self._stopping.wait(min(left, GIVE_UP_POLL_SECONDS)) or self._abandoned.is_set():
+                return True
+        return self._abandoned.is_set()
+
     @contextmanager
     def batch(self) -> Iterator[PatchBatch]:
-        """Patches sent `concurrency` at a time until the block ends; leaving it early (an
-        exception) drops those not yet sent and waits for those under way."""
+        """Patches sent `concurrency` at a time until the block ends. Leaving it early (an
+        exception) drops those not yet sent, and waits only for the requests on the wire: a
+        patch waiting for its turn or out a 429 gives up, and no answer is taken in."""
         with ThreadPoolExecutor(self.limits.concurrency, thread_name_prefix="node-patch") as pool:
             batch = PatchBatch(pool, self.send, self.limits.concurrency)
             try:
                 yield batch
+            except BaseException:
+                self._abandoned.set()
+                raise
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
+                self._abandoned.clear()
 
 
 class PatchBatch:
