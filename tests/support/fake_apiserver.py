@@ -982,7 +982,8 @@ class FakeApiServer:
         version of it: a list of 100,000 nodes is then mostly a join."""
         key = id(obj)
         cached = self._encoded.get(key)
-        if cached is None or cached[0] is not obj:
+        padded = self.node_padding is not None
+        if cached is None or cached[0] is not obj or (PADDING_MARK_JSON in cached[1]) != padded:
             item = {name: value for name, value in obj.items() if name not in LIST_DROPS}
             if self.node_padding is not None and isinstance(item.get("status"), dict):
                 item["status"] = {**item["status"], "images": PADDING_MARK}

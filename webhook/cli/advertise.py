@@ -185,7 +185,7 @@ def run_advertise(
             if options.once:
                 return _once(client, options, policies, stdout, env)
             # The service lists again as it starts watching: here one node shows access.
-            _list_nodes(client, lambda core: core.list_node(limit=1, _request_timeout=LIST_TIMEOUT))
+            _list_nodes(client, _one_node)
             return _serve(client, options, env)
         finally:
             client.close()
@@ -291,6 +291,12 @@ def _list_nodes(client: Any, listing: Callable[[Any], T]) -> T:
         host = client.configuration.host
         reason = short_reason(error)
         raise InputError(f"the Kubernetes API at {host} did not answer: {reason}") from None
+
+
+def _one_node(core: Any) -> Any:
+    from webhook.kube import raw_json
+
+    return raw_json.call(core.list_node, limit=1, _request_timeout=LIST_TIMEOUT)
 
 
 def _load_policies(directory: Path) -> tuple[Any, ...]:

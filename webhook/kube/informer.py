@@ -4,8 +4,9 @@ The handler gets what `keep` makes of each object (the little its owner reads, s
 held grows with that and not with the objects): the whole list after every LIST, which comes in
 pages (`paged_list`), and each ADDED, MODIFIED or DELETED object of the watch (`watch_stream`).
 Neither goes through the client's model classes. A watch that expires (410 Gone) is followed by
-a new LIST at once, and so is a `relist()` the owner asks for; any other failure, an empty watch
-the server closed at once included, by a LIST after a capped, jittered backoff. An outage is
+a new LIST at once (a second one in a row after the backoff), and so is a `relist()` the owner
+asks for; any other failure, an empty watch the server closed at once included, by a LIST after
+a capped, jittered backoff. An outage is
 logged once when it starts and once when it ends.
 """
 
@@ -130,7 +131,7 @@ class Informer(Generic[Kept]):
         in_outage = False
         while not self._stopping.is_set():
             try:
-                listed = self._relist()
+                listed = self._list_and_hand_on()
                 if listed is None:
                     continue
                 version, count = listed
@@ -161,7 +162,7 @@ class Informer(Generic[Kept]):
                     log.debug("%s: retry failed: %s", self._what, short_reason(error))
                 self._stopping.wait(self._backoff.delay(self._failures))
 
-    def _relist(self) -> tuple[str, int] | None:
+    def _list_and_hand_on(self) -> tuple[str, int] | None:
         """List, and hand the list on; None when a `relist()` came meanwhile."""
         self._relist_wanted.clear()
         listed = list_in_pages(

@@ -26,7 +26,7 @@ from webhook.kube.bounded_read import read_at_most
 
 PAGE_SIZE = 100
 # A page of 100 nodes is about 1.3 MiB; one this large is not an answer the product can hold.
-MAX_PAGE_BYTES = 256 * 1024 * 1024
+MAX_PAGE_BYTES = 32 * 1024 * 1024
 # Fresh starts after an expired `continue` token, before the failure is the caller's.
 EXPIRED_RESTARTS = 3
 
@@ -54,7 +54,9 @@ def list_in_pages(
     max_page_bytes: int = MAX_PAGE_BYTES,
 ) -> Listed[Kept]:
     """Every object `list_call` (a `CoreV1Api.list_*` method) lists, as `keep` makes it; None
-    from `keep` drops the object. Raises what the client raises; 410 only after restarts."""
+    from `keep` drops the object. Raises what the client raises (a 410 only after
+    `EXPIRED_RESTARTS` restarts), ListTooLarge for a page past `max_page_bytes`, and ValueError
+    for a page that is not a list."""
     restarts = 0
     while True:
         try:
