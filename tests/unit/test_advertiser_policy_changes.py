@@ -102,14 +102,19 @@ def test_a_pass_plans_every_node_with_the_policies_it_began_with() -> None:
     assert len(out.patches()) == 1
 
 
-def test_a_node_kept_for_the_policies_before_a_reload_is_listed_again_not_planned() -> None:
-    served = Served()
-    out = io.StringIO()
-    relists: list[str] = []
-    advertiser_ = advertiser(served, out, relists)
-    first = advertiser_.keep(node("n0"))
+def one_node_listed(served: Served, out: io.StringIO, relists: list[str]) -> Advertiser:
+    """An advertiser that has listed node n0, in line with its policies."""
+    found = advertiser(served, out, relists)
+    first = found.keep(node("n0"))
     assert first is not None
-    advertiser_.listed([first])
+    found.listed([first])
+    return found
+
+
+def test_a_node_kept_for_the_policies_before_a_reload_is_listed_again_not_planned() -> None:
+    served, out = Served(), io.StringIO()
+    relists: list[str] = []
+    advertiser_ = one_node_listed(served, out, relists)
     event = advertiser_.keep(node("n0"))
     assert event is not None
     served.policies = BY_TEAM  # a reload lands between the keep and the event's turn
@@ -119,13 +124,9 @@ def test_a_node_kept_for_the_policies_before_a_reload_is_listed_again_not_planne
 
 
 def test_a_node_kept_for_the_policies_served_is_planned_at_its_event() -> None:
-    served = Served()
-    out = io.StringIO()
+    served, out = Served(), io.StringIO()
     relists: list[str] = []
-    advertiser_ = advertiser(served, out, relists)
-    first = advertiser_.keep(node("n0"))
-    assert first is not None
-    advertiser_.listed([first])
+    advertiser_ = one_node_listed(served, out, relists)
     event = advertiser_.keep(node("n0", vram="0"))  # a kubelet that re-registered
     assert event is not None
     advertiser_.changed("MODIFIED", event)
