@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import FakeApiServer, RecordedRequest
 from tests.support.waiting import eventually
 from tests.test_advertise import (
     Replica,
@@ -46,12 +46,32 @@ def test_one_pass_lists_the_nodes_in_pages_and_patches_every_pool_node(
         pooled = [f"a10g-{index:04d}" for index in range(0, NODES, 2)]
         assert all(capacity(big_api, name) == "23028" for name in pooled)
         assert all(capacity(big_api, f"a10g-{index:04d}") is None for index in range(1, NODES, 2))
-        lists = [r for r in big_api.requests() if r.path == "/api/v1/nodes" and r.method == "GET"]
+        lists = node_lists(big_api)
         assert [r.query.get("limit") for r in lists] == [str(PAGE_SIZE)] * 3
         tokens = [r.query.get("continue", "") for r in lists]
         assert tokens[0] == "" and all(tokens[1:]) and len(set(tokens)) == 3
         # A list from resourceVersion 0 is served whole from the watch cache: never asked.
         assert all("resourceVersion" not in r.query for r in lists)
+
+
+def test_a_list_whose_continue_token_expired_starts_again_from_the_first_page(
+    big_api: FakeApiServer, tmp_path: Path
+) -> None:
+    with big_api:
+        # etcd compacts between the first page and the second.
+        big_api.before_next(
+            "GET",
+            "/api/v1/nodes",
+            lambda: big_api.before_next("GET", "/api/v1/nodes", big_api.expire_list_snapshots),
+        )
+        kubeconfig = big_api.write_kubeconfig(tmp_path / "kubeconfig")
+        code, out, err = advertise({"KUBECONFIG": str(kubeconfig)}, "--once")
+        assert code == 0, err
+        assert out.strip().startswith(f"{NODES} nodes: ")
+        assert out.strip().endswith(f"patched {NODES // 2}, skipped 0, failed 0")
+        tokens = [r.query.get("continue", "") for r in node_lists(big_api)]
+        # The expired token, then the whole list again from its first page.
+        assert tokens[0] == "" and tokens[1] and tokens[2] == "" and len(tokens) == 5
 
 
 def test_a_too_many_requests_answer_pauses_the_patch_and_it_is_sent_again(
@@ -112,7 +132,7 @@ def test_a_policy_that_comes_to_read_another_label_lists_the_nodes_again(
         assert code == 0, replica.output()
 
 
-def node_lists(api: FakeApiServer) -> list[object]:
+def node_lists(api: FakeApiServer) -> list[RecordedRequest]:
     return [
         r
         for r in api.requests()

@@ -189,8 +189,6 @@ class FakeApiServer:
         self._hooks: list[tuple[str, str, Callable[[], object]]] = []
         self._httpd: _Httpd | None = None
         self.port = 0
-        # LIST requests of namespaces and nodes answered, pages each.
-        self.list_pages_served = 0
         # 429s still to answer node status patches with, and the Retry-After they carry.
         self._throttled_patches = 0
         self._retry_after = 1
@@ -924,7 +922,6 @@ class FakeApiServer:
     def object_page(self, collection: str, query: Mapping[str, str]) -> tuple[int, Event | bytes]:
         """A page of the namespaces or the nodes, as `workload_page` pages."""
         with self._lock:
-            self.list_pages_served += 1
             # A page after the first reads its snapshot: the current list is not copied for it.
             stored = [] if query.get("continue") else list(self._watched[collection].values())
             path = f"/api/v1/{collection}"
@@ -1289,6 +1286,7 @@ class _Handler(BaseHTTPRequestHandler):
             if query.get("watch", "false") in TRUE_WORDS:
                 self._serve_watch(query, "nodes")
             else:
+                api.run_hooks(self.command, path)
                 self._send_json(*api.object_page("nodes", query))
         elif node and node[2] and self.command == "PATCH":
             if api.write_latency:
